@@ -1,0 +1,19 @@
+// Each sub-command registers its flags on the CLI11 app and returns the function that runs it
+// (after parsing) and yields the process exit code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace daisy::apps {
+
+using Runner = std::function<int()>;
+
+Runner AddGenModel(CLI::App& app);
+Runner AddInspect(CLI::App& app);
+Runner AddTokenize(CLI::App& app);
+
+// Prints "daisy: error: <message>" to stderr and returns the exit code for failures.
+int Fail(const std::string& message);
+
+}  // namespace daisy::apps

@@ -1,0 +1,43 @@
+// daisy: one binary, one sub-command per job. Flags -> options structs -> library calls.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "apps/commands.h"
+#include "base/log.h"
+
+namespace daisy::apps {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "daisy: error: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace daisy::apps
+
+int main(int argc, char** argv) {
+  CLI::App app{"daisy: large language models split into pipeline shards across ordinary PCs"};
+  app.require_subcommand(1);
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "Debug logging");
+  app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
+
+  std::map<CLI::App*, daisy::apps::Runner> runners;
+  const auto add = [&](const char* name, const char* help, auto adder) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    runners[sub] = adder(*sub);
+  };
+  add("gen-model", "Write a synthetic Llama GGUF with seeded random weights",
+      daisy::apps::AddGenModel);
+  add("inspect", "Show a GGUF file's metadata and tensors", daisy::apps::AddInspect);
+  add("tokenize", "Turn text into token ids with a model's tokenizer", daisy::apps::AddTokenize);
+
+  CLI11_PARSE(app, argc, argv);
+  daisy::SetLogLevel(verbose ? daisy::LogLevel::kDebug
+                             : quiet ? daisy::LogLevel::kError : daisy::LogLevel::kInfo);
+  for (auto& [sub, run] : runners) {
+    if (sub->parsed()) return run();
+  }
+  return daisy::apps::Fail("no sub-command given (see --help)");
+}

@@ -1,0 +1,135 @@
+// daisy gen-model: synthetic Llama GGUF files.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "base/strings.h"
+#include "gguf/types.h"
+#include "model/generator.h"
+#include "model/llama_config.h"
+#include "tokenizer/hf_import.h"
+
+namespace daisy::apps {
+namespace {
+
+struct GenModelFlags {
+  std::string shape = "tiny";
+  int layers = 0, d_model = 0, heads = 0, kv_heads = 0, d_ff = 0, context = 0, vocab = 0;
+  std::string type = "f32";
+  std::string tokenizer_json;
+  std::string pre;
+  uint64_t seed = 0;
+  float logit_std = 8.0f;
+  std::string rope_scaling = "auto";
+  std::string tied = "auto";
+  std::string output;
+  bool json = false;
+};
+
+int Run(const GenModelFlags& f) {
+  auto shape = model::FindShape(f.shape);
+  if (!shape.ok()) return Fail(shape.status().message());
+  model::LlamaConfig config = shape->config;
+  if (f.layers > 0) config.n_layers = f.layers;
+  if (f.d_model > 0) config.d_model = f.d_model;
+  if (f.heads > 0) config.n_heads = f.heads;
+  if (f.kv_heads > 0) config.n_kv_heads = f.kv_heads;
+  if (f.d_ff > 0) config.d_ff = f.d_ff;
+  if (f.context > 0) config.context_length = f.context;
+  config.head_dim = config.n_heads > 0 ? config.d_model / config.n_heads : 0;
+  if (config.n_heads > 0 && config.d_model % config.n_heads != 0) {
+    return Fail(StrFormat("d_model %d is not a multiple of %d heads", config.d_model,
+                          config.n_heads));
+  }
+  if (f.rope_scaling == "on") config.rope_scaling.enabled = true;
+  if (f.rope_scaling == "off") config.rope_scaling.enabled = false;
+  if (f.tied == "on") config.tied_embeddings = true;
+  if (f.tied == "off") config.tied_embeddings = false;
+
+  const auto type = gguf::ParseTensorType(f.type);
+  if (!type || !model::IsSupportedWeightType(*type)) {
+    return Fail("--type must be one of f32, f16, bf16, q8_0, q4_0 (got '" + f.type + "')");
+  }
+  tokenizer::VocabData vocab;
+  if (!f.tokenizer_json.empty()) {
+    auto imported = tokenizer::ImportHfTokenizer(f.tokenizer_json, {.pre = f.pre});
+    if (!imported.ok()) return Fail(imported.status().message());
+    vocab = std::move(imported).value();
+  } else {
+    vocab = tokenizer::BuiltinByteVocab();
+    if (!f.pre.empty()) vocab.pre = f.pre;
+  }
+  const int want_vocab = f.vocab > 0 ? f.vocab : config.n_vocab;
+  if (want_vocab > static_cast<int>(vocab.tokens.size())) model::PadVocab(vocab, want_vocab);
+
+  model::GenerateOptions options;
+  options.config = config;
+  options.name = "daisy-synthetic-" + f.shape;
+  options.type = *type;
+  options.seed = f.seed;
+  options.logit_std = f.logit_std;
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  options.progress = [&](uint64_t done, uint64_t total) {
+    if (total < (256u << 20)) return;  // small models finish before a report would help
+    std::fprintf(stderr, "\rgen-model: %s / %s (%.0f%%) %.1f s   ", HumanBytes(done).c_str(),
+                 HumanBytes(total).c_str(), 100.0 * static_cast<double>(done) / total, elapsed());
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  Status s = model::GenerateModel(options, vocab, f.output);
+  if (!s.ok()) return Fail(s.message());
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(f.output, ec);
+  if (f.json) {
+    nlohmann::json j = {{"path", f.output},     {"bytes", size},
+                        {"shape", f.shape},     {"type", f.type},
+                        {"n_vocab", vocab.tokens.size()}, {"n_layers", config.n_layers},
+                        {"d_model", config.d_model}, {"seconds", elapsed()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("wrote %s: %s shape, %d layers, %s weights, %zu-token vocabulary, %s in %.1f s\n",
+                f.output.c_str(), f.shape.c_str(), config.n_layers, f.type.c_str(),
+                vocab.tokens.size(), HumanBytes(size).c_str(), elapsed());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner AddGenModel(CLI::App& app) {
+  auto f = std::make_shared<GenModelFlags>();
+  std::string shapes;
+  for (const auto& n : model::ShapeNames()) shapes += (shapes.empty() ? "" : "|") + n;
+  app.add_option("--shape", f->shape, "Model shape: " + shapes)->capture_default_str();
+  app.add_option("--layers", f->layers, "Number of layers (default: the shape's)");
+  app.add_option("--d-model", f->d_model, "Embedding width (default: the shape's)");
+  app.add_option("--heads", f->heads, "Attention heads");
+  app.add_option("--kv-heads", f->kv_heads, "Key/value heads (grouped-query attention)");
+  app.add_option("--d-ff", f->d_ff, "Feed-forward width");
+  app.add_option("--context", f->context, "Context length written to the file");
+  app.add_option("--vocab", f->vocab,
+                 "Pad the vocabulary with reserved control tokens to this size");
+  app.add_option("--type", f->type, "Weight type: f32|f16|bf16|q8_0|q4_0")->capture_default_str();
+  app.add_option("--tokenizer", f->tokenizer_json,
+                 "Hugging Face tokenizer.json (tokenizer_config.json beside it is read too); "
+                 "default: a built-in byte-level vocabulary");
+  app.add_option("--pre", f->pre, "Override the BPE pre-tokenizer name (llama-bpe|default)");
+  app.add_option("--seed", f->seed, "Random seed")->capture_default_str();
+  app.add_option("--logit-std", f->logit_std, "Standard deviation of the output logits")
+      ->capture_default_str();
+  app.add_option("--rope-scaling", f->rope_scaling, "Llama 3.1 rope scaling: auto|on|off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--tied", f->tied, "Tie the LM head to the embeddings: auto|on|off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("-o,--output", f->output, "Output GGUF file")->required();
+  app.add_flag("--json", f->json, "Print a JSON summary as the last line");
+  return [f] { return Run(*f); };
+}
+
+}  // namespace daisy::apps

@@ -1,0 +1,62 @@
+// daisy tokenize: stdin -> token ids with a model's tokenizer (no BOS added).
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "gguf/reader.h"
+#include "tokenizer/tokenizer.h"
+
+namespace daisy::apps {
+namespace {
+
+struct TokenizeFlags {
+  std::string model;
+  bool special = false;
+  bool json = false;
+};
+
+int Run(const TokenizeFlags& f) {
+  auto reader = gguf::Reader::Open(f.model);
+  if (!reader.ok()) return Fail(reader.status().message());
+  auto tok = tokenizer::Tokenizer::FromGguf(*reader);
+  if (!tok.ok()) return Fail(tok.status().message());
+  const std::string input(std::istreambuf_iterator<char>(std::cin), {});
+  if (!f.json) {
+    // Plain text in; ids and their pieces out, one per line.
+    for (int32_t id : tok->Encode(input, f.special, false)) {
+      const auto piece = nlohmann::json(std::string(tok->Piece(id)))
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      std::printf("%d\t%s\n", id, piece.c_str());
+    }
+    return 0;
+  }
+  nlohmann::json texts = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
+  if (texts.is_discarded()) return Fail("stdin is not valid JSON (expected a list of strings)");
+  if (!texts.is_array()) return Fail("stdin must be a JSON list of strings");
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (!texts[i].is_string()) {
+      return Fail("element " + std::to_string(i) + " of the input list is not a string");
+    }
+    out.push_back(tok->Encode(texts[i].get_ref<const std::string&>(), f.special, false));
+  }
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace
+
+Runner AddTokenize(CLI::App& app) {
+  auto f = std::make_shared<TokenizeFlags>();
+  app.add_option("-m,--model", f->model, "Model GGUF (or stage-0 shard) holding the tokenizer")
+      ->required();
+  app.add_flag("--special", f->special, "Parse special-token text such as <|eot_id|>");
+  app.add_flag("--json", f->json,
+               "stdin: a JSON list of strings; stdout: a JSON list of id lists");
+  return [f] { return Run(*f); };
+}
+
+}  // namespace daisy::apps

@@ -1,0 +1,33 @@
+// MappedFile: a read-only memory mapping of a whole file. Move-only owner; views into it
+// (std::span, std::string_view) stay valid while it lives. Thread-safe for concurrent reads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+
+#include "base/status.h"
+
+namespace daisy::gguf {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only. Errors: NotFound, IoError (with the OS reason), InvalidArgument
+  // for a directory. An empty file maps to an empty span.
+  static Result<MappedFile> Open(const std::filesystem::path& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace daisy::gguf

@@ -1,0 +1,20 @@
+// f16 and bf16 <-> f32 conversions, bit-exact with ggml's reference conversions:
+// round-to-nearest-even, NaN kept quiet, subnormals handled. Scalar code, safe on any CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace daisy::kernels {
+
+uint16_t Fp32ToFp16(float x);
+float Fp16ToFp32(uint16_t h);
+uint16_t Fp32ToBf16(float x);
+float Bf16ToFp32(uint16_t h);
+
+void Fp32ToFp16Row(const float* x, uint16_t* y, size_t n);
+void Fp16ToFp32Row(const uint16_t* x, float* y, size_t n);
+void Fp32ToBf16Row(const float* x, uint16_t* y, size_t n);
+void Bf16ToFp32Row(const uint16_t* x, float* y, size_t n);
+
+}  // namespace daisy::kernels

@@ -1,0 +1,269 @@
+#include "model/generator.h"
+
+#include <chrono>
+#include <cstring>
+#include <cmath>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "base/check.h"
+#include "base/strings.h"
+#include "gguf/writer.h"
+#include "kernels/quant/blocks.h"
+#include "kernels/quant/float_formats.h"
+
+namespace daisy::model {
+namespace {
+
+using gguf::TensorType;
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t HashName(std::string_view name) {  // FNV-1a
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// How one tensor's values are drawn: uniform on [center - half_width, center + half_width].
+struct Init {
+  float center;
+  float half_width;
+};
+
+Init Uniform(float stddev) { return {0.f, stddev * std::numbers::sqrt3_v<float>}; }
+
+// Fills one row from its own RNG stream, so rows can be made in any order.
+void FillRow(uint64_t seed, std::string_view tensor, int64_t row, Init init, float* out,
+             int64_t n) {
+  uint64_t state = seed ^ HashName(tensor) ^ (static_cast<uint64_t>(row) * 0xD1B54A32D192ED03ull);
+  for (int64_t i = 0; i < n; i += 2) {
+    const uint64_t r = SplitMix64(state);
+    const float u0 = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
+    const float u1 = static_cast<float>((r >> 8) & 0xFFFFFF) * (1.0f / 16777216.0f);
+    out[i] = init.center + init.half_width * (2.f * u0 - 1.f);
+    if (i + 1 < n) out[i + 1] = init.center + init.half_width * (2.f * u1 - 1.f);
+  }
+}
+
+uint32_t FileType(TensorType type) {
+  switch (type) {
+    case TensorType::kF32: return 0;
+    case TensorType::kF16: return 1;
+    case TensorType::kQ4_0: return 2;
+    case TensorType::kQ8_0: return 7;
+    case TensorType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+struct TensorPlan {
+  std::string name;
+  TensorType type;
+  int64_t cols;  // ne[0]
+  int64_t rows;  // ne[1]; 1 for vectors
+  bool is_vector;
+  Init init;
+  std::vector<float> fixed;  // explicit values (rope_freqs), else drawn from init
+};
+
+// Converts `rows` rows of `cols` floats to `type` and appends the bytes to `out`.
+void Encode(TensorType type, const float* x, int64_t rows, int64_t cols, std::vector<uint8_t>& out) {
+  const size_t n = static_cast<size_t>(rows * cols);
+  const auto& traits = gguf::Traits(type);
+  out.resize(n / traits.block_size * traits.block_bytes);
+  switch (type) {
+    case TensorType::kF32: std::memcpy(out.data(), x, n * 4); break;
+    case TensorType::kF16:
+      kernels::Fp32ToFp16Row(x, reinterpret_cast<uint16_t*>(out.data()), n);
+      break;
+    case TensorType::kBF16:
+      kernels::Fp32ToBf16Row(x, reinterpret_cast<uint16_t*>(out.data()), n);
+      break;
+    case TensorType::kQ8_0:
+      kernels::QuantizeRowQ8_0(x, reinterpret_cast<kernels::BlockQ8_0*>(out.data()), n);
+      break;
+    case TensorType::kQ4_0:
+      kernels::QuantizeRowQ4_0(x, reinterpret_cast<kernels::BlockQ4_0*>(out.data()), n);
+      break;
+    default: DAISY_CHECK(false && "unsupported generation type");
+  }
+}
+
+std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
+  const LlamaConfig& c = o.config;
+  const TensorType w = o.type;
+  const float d = static_cast<float>(c.d_model);
+  const float q_dim = static_cast<float>(c.n_heads * c.head_dim);
+  const float kv_dim = static_cast<float>(c.n_kv_heads * c.head_dim);
+  const float branch = 1.f / std::sqrt(static_cast<float>(c.n_layers));
+  const Init norm{1.f, 0.1f};
+  std::vector<TensorPlan> t;
+  // With tied embeddings the embedding is the LM head: its scale sets the logits' spread
+  // (RMSNorm makes the stream's own scale irrelevant downstream).
+  const float embd_std = c.tied_embeddings ? o.logit_std / std::sqrt(d) : 1.f;
+  t.push_back({"token_embd.weight", w, c.d_model, n_vocab, false, Uniform(embd_std), {}});
+  if (c.rope_scaling.enabled) {
+    t.push_back({"rope_freqs.weight", TensorType::kF32, c.head_dim / 2, 1, true, {},
+                 Llama3RopeFactors(c)});
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t.push_back({p + "attn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
+    t.push_back({p + "attn_q.weight", w, c.d_model, static_cast<int64_t>(q_dim), false,
+                 Uniform(1.f / std::sqrt(d)), {}});
+    t.push_back({p + "attn_k.weight", w, c.d_model, static_cast<int64_t>(kv_dim), false,
+                 Uniform(1.f / std::sqrt(d)), {}});
+    t.push_back({p + "attn_v.weight", w, c.d_model, static_cast<int64_t>(kv_dim), false,
+                 Uniform(1.f / std::sqrt(d)), {}});
+    t.push_back({p + "attn_output.weight", w, static_cast<int64_t>(q_dim), c.d_model, false,
+                 Uniform(branch / std::sqrt(q_dim)), {}});
+    t.push_back({p + "ffn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
+    t.push_back({p + "ffn_gate.weight", w, c.d_model, c.d_ff, false,
+                 Uniform(1.f / std::sqrt(d)), {}});
+    t.push_back({p + "ffn_up.weight", w, c.d_model, c.d_ff, false, Uniform(1.f / std::sqrt(d)),
+                 {}});
+    // silu(gate) * up has an rms of about 0.5: the factor 2 restores unit scale.
+    t.push_back({p + "ffn_down.weight", w, c.d_ff, c.d_model, false,
+                 Uniform(2.f * branch / std::sqrt(static_cast<float>(c.d_ff))), {}});
+  }
+  t.push_back({"output_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
+  if (!c.tied_embeddings) {
+    t.push_back({"output.weight", w, c.d_model, n_vocab, false,
+                 Uniform(o.logit_std / std::sqrt(d)), {}});
+  }
+  return t;
+}
+
+void AddHyperParameters(const GenerateOptions& o, int n_vocab, gguf::Writer& w) {
+  const LlamaConfig& c = o.config;
+  w.AddString("general.architecture", "llama");
+  w.AddString("general.name", o.name);
+  w.AddUint32("general.file_type", FileType(o.type));
+  w.AddUint32("general.quantization_version", 2);
+  w.AddUint64("daisy.synthetic.seed", o.seed);
+  w.AddFloat32("daisy.synthetic.logit_std", o.logit_std);
+  w.AddUint32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  w.AddUint32("llama.context_length", static_cast<uint32_t>(c.context_length));
+  w.AddUint32("llama.embedding_length", static_cast<uint32_t>(c.d_model));
+  w.AddUint32("llama.block_count", static_cast<uint32_t>(c.n_layers));
+  w.AddUint32("llama.feed_forward_length", static_cast<uint32_t>(c.d_ff));
+  w.AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  w.AddUint32("llama.attention.head_count", static_cast<uint32_t>(c.n_heads));
+  w.AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
+  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", c.rms_eps);
+  w.AddFloat32("llama.rope.freq_base", c.rope_theta);
+}
+
+}  // namespace
+
+bool IsSupportedWeightType(TensorType type) {
+  return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16 ||
+         type == TensorType::kQ8_0 || type == TensorType::kQ4_0;
+}
+
+std::vector<float> Llama3RopeFactors(const LlamaConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  const double low_wavelen = s.original_context / s.low_freq_factor;
+  const double high_wavelen = s.original_context / s.high_freq_factor;
+  std::vector<float> factors;
+  for (int i = 0; i < c.head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(static_cast<double>(c.rope_theta),
+                                       static_cast<double>(i) / c.head_dim);
+    const double wavelen = 2 * std::numbers::pi / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(s.factor);
+    } else {
+      const double smooth = (s.original_context / wavelen - s.low_freq_factor) /
+                            (s.high_freq_factor - s.low_freq_factor);
+      factors.push_back(static_cast<float>(1.0 / ((1 - smooth) / s.factor + smooth)));
+    }
+  }
+  return factors;
+}
+
+void PadVocab(tokenizer::VocabData& vocab, int n) {
+  for (int k = 0; static_cast<int>(vocab.tokens.size()) < n; ++k) {
+    vocab.tokens.push_back("<|reserved_special_token_" + std::to_string(k) + "|>");
+    if (!vocab.token_types.empty()) {
+      vocab.token_types.push_back(static_cast<int32_t>(tokenizer::TokenType::kControl));
+    }
+    if (!vocab.scores.empty()) vocab.scores.push_back(0.f);
+  }
+}
+
+Status GenerateModel(const GenerateOptions& options, const tokenizer::VocabData& vocab,
+                     const std::filesystem::path& path) {
+  if (!IsSupportedWeightType(options.type)) {
+    return InvalidArgument("weight type %s is not supported (f32, f16, bf16, q8_0, q4_0)",
+                           gguf::Traits(options.type).name);
+  }
+  LlamaConfig config = options.config;
+  config.n_vocab = static_cast<int>(vocab.tokens.size());
+  DAISY_RETURN_IF_ERROR(config.Validate());
+  const uint32_t block = gguf::Traits(options.type).block_size;
+  if (config.d_model % block != 0 || config.d_ff % block != 0 ||
+      (config.n_heads * config.head_dim) % block != 0) {
+    return InvalidArgument("%s needs d_model, d_ff and heads*head_dim to be multiples of %u",
+                           gguf::Traits(options.type).name, block);
+  }
+  GenerateOptions o = options;
+  o.config = config;
+
+  DAISY_ASSIGN_OR_RETURN(gguf::Writer writer, gguf::Writer::Create(path));
+  AddHyperParameters(o, config.n_vocab, writer);
+  tokenizer::WriteVocab(vocab, writer);
+  const std::vector<TensorPlan> plan = PlanTensors(o, config.n_vocab);
+  uint64_t total = 0;
+  for (const TensorPlan& t : plan) {
+    const int64_t ne2[] = {t.cols, t.rows};
+    DAISY_RETURN_IF_ERROR(
+        writer.AddTensor(t.name, t.type, std::span(ne2, t.is_vector ? 1 : 2)));
+    total += static_cast<uint64_t>(t.rows * t.cols) / gguf::Traits(t.type).block_size *
+             gguf::Traits(t.type).block_bytes;
+  }
+
+  // Rows are produced in chunks of about 4 MB of floats, encoded, and written.
+  std::vector<float> rows;
+  std::vector<uint8_t> bytes;
+  uint64_t done = 0;
+  auto last_report = std::chrono::steady_clock::now();
+  for (const TensorPlan& t : plan) {
+    if (!t.fixed.empty()) {
+      Encode(t.type, t.fixed.data(), 1, t.cols, bytes);
+      DAISY_RETURN_IF_ERROR(writer.WriteTensorData(bytes));
+      done += bytes.size();
+      continue;
+    }
+    const int64_t chunk = std::max<int64_t>(1, (1 << 20) / t.cols);
+    rows.resize(static_cast<size_t>(std::min(chunk, t.rows) * t.cols));
+    for (int64_t r0 = 0; r0 < t.rows; r0 += chunk) {
+      const int64_t n_rows = std::min(chunk, t.rows - r0);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        FillRow(o.seed, t.name, r0 + r, t.init, rows.data() + r * t.cols, t.cols);
+      }
+      Encode(t.type, rows.data(), n_rows, t.cols, bytes);
+      DAISY_RETURN_IF_ERROR(writer.WriteTensorData(bytes));
+      done += bytes.size();
+      const auto now = std::chrono::steady_clock::now();
+      if (o.progress && now - last_report > std::chrono::seconds(1)) {
+        o.progress(done, total);
+        last_report = now;
+      }
+    }
+  }
+  DAISY_ASSIGN_OR_RETURN(uint64_t size, writer.Finish());
+  (void)size;
+  if (o.progress) o.progress(total, total);
+  return Status::Ok();
+}
+
+}  // namespace daisy::model

@@ -1,0 +1,46 @@
+// Synthetic Llama models: real GGUF files with seeded random weights at real shapes, in every
+// weight type daisy supports, streamed to disk one block of rows at a time (memory stays at a
+// few MB whatever the model size).
+//
+// Weight scales keep the residual stream O(1) through any depth: each layer's attention and
+// FFN outputs are scaled by 1/sqrt(n_layers), so the stream's variance grows by at most a small
+// constant over the whole stack; the LM head is scaled so logits have standard deviation
+// `logit_std`, large enough that top-2 margins are meaningful (near-ties are rare) yet finite.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+
+#include "base/status.h"
+#include "gguf/types.h"
+#include "model/llama_config.h"
+#include "tokenizer/vocab.h"
+
+namespace daisy::model {
+
+struct GenerateOptions {
+  LlamaConfig config;          // n_vocab is taken from the vocabulary
+  std::string name = "daisy-synthetic";
+  gguf::TensorType type = gguf::TensorType::kF32;  // for 2-D weights; norms are always f32
+  uint64_t seed = 0;
+  float logit_std = 8.0f;
+  // Called now and then with (bytes written, total bytes).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+// The weight types gen-model writes: f32, f16, bf16, q8_0, q4_0.
+bool IsSupportedWeightType(gguf::TensorType type);
+
+// Writes the model to `path`. The vocabulary's size sets n_vocab; when the shape asks for a
+// larger vocabulary (the real Llama 3 size) the caller pads the vocabulary first.
+Status GenerateModel(const GenerateOptions& options, const tokenizer::VocabData& vocab,
+                     const std::filesystem::path& path);
+
+// Adds reserved control tokens "<|reserved_special_token_K|>" until the vocabulary has `n`.
+void PadVocab(tokenizer::VocabData& vocab, int n);
+
+// Llama 3.1 rope frequency factors (rope_freqs.weight), head_dim / 2 values.
+std::vector<float> Llama3RopeFactors(const LlamaConfig& config);
+
+}  // namespace daisy::model

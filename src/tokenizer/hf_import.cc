@@ -1,0 +1,258 @@
+#include "tokenizer/hf_import.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "tokenizer/utf8.h"
+
+namespace daisy::tokenizer {
+namespace {
+
+using nlohmann::json;
+
+// Llama 3's pre-tokenizer regex as tokenizer.json spells it.
+constexpr std::string_view kLlama3Regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+constexpr const char* kLlama3ChatTemplate =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
+    "+ '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif "
+    "%}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+Result<json> ParseJsonFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("%s: cannot open", path.c_str());
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  json j = json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("%s: not valid JSON", path.c_str());
+  return j;
+}
+
+// A tokenizer_config.json token entry is a string or {"content": "..."}.
+std::string TokenContent(const json& entry) {
+  if (entry.is_string()) return entry.get<std::string>();
+  if (entry.is_object() && entry.contains("content") && entry["content"].is_string()) {
+    return entry["content"].get<std::string>();
+  }
+  return {};
+}
+
+// Finds the Split regex of a (possibly nested) pre_tokenizer description.
+bool ContainsRegex(const json& node, std::string_view regex) {
+  if (node.is_object()) {
+    if (node.contains("Regex") && node["Regex"].is_string() &&
+        node["Regex"].get<std::string>() == regex) {
+      return true;
+    }
+    for (const auto& [key, value] : node.items()) {
+      if (ContainsRegex(value, regex)) return true;
+    }
+  } else if (node.is_array()) {
+    for (const auto& value : node) {
+      if (ContainsRegex(value, regex)) return true;
+    }
+  }
+  return false;
+}
+
+bool PrependsSpace(const json& tok) {
+  // Llama 2's normalizer: Prepend "▁" then Replace " " -> "▁".
+  const json& norm = tok.contains("normalizer") ? tok["normalizer"] : json();
+  return norm.dump().find("\"Prepend\"") != std::string::npos;
+}
+
+}  // namespace
+
+Result<VocabData> ImportHfTokenizer(const std::filesystem::path& path,
+                                    const HfImportOptions& options) {
+  DAISY_ASSIGN_OR_RETURN(json tok, ParseJsonFile(path));
+  const auto fail = [&](const char* what) {
+    return InvalidArgument("%s: %s", path.c_str(), what);
+  };
+  if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object()) {
+    return fail("no \"model\" object: not a Hugging Face tokenizer.json");
+  }
+  const json& model = tok["model"];
+  if (model.value("type", "") != "BPE") return fail("only BPE tokenizers can be imported");
+  if (!model.contains("vocab") || !model["vocab"].is_object()) return fail("model.vocab missing");
+  if (!model.contains("merges") || !model["merges"].is_array()) return fail("model.merges missing");
+
+  // id -> text, from the vocabulary and the added tokens.
+  std::map<int64_t, std::string> by_id;
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 24)) {
+      return fail("a vocabulary id is not an integer in [0, 2^24)");
+    }
+    by_id[id.get<int64_t>()] = text;
+  }
+  struct Added {
+    bool special;
+  };
+  std::unordered_map<int64_t, Added> added;
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+          !a.contains("content") || !a["content"].is_string()) {
+        return fail("an added_tokens entry lacks id or content");
+      }
+      const int64_t id = a["id"].get<int64_t>();
+      if (id < 0 || id >= (1 << 24)) return fail("an added token id is out of range");
+      by_id[id] = a["content"].get<std::string>();
+      added[id] = {a.value("special", false)};
+    }
+  }
+  if (by_id.empty()) return fail("empty vocabulary");
+  const size_t n = static_cast<size_t>(by_id.rbegin()->first) + 1;
+
+  VocabData v;
+  const bool byte_fallback = model.value("byte_fallback", false);
+  v.model = byte_fallback ? "llama" : "gpt2";
+  v.tokens.resize(n);
+  v.token_types.assign(n, static_cast<int32_t>(TokenType::kNormal));
+  for (size_t i = 0; i < n; ++i) {
+    auto it = by_id.find(static_cast<int64_t>(i));
+    if (it == by_id.end()) {
+      v.tokens[i] = StrFormat("[PAD%zu]", i);  // as llama.cpp's converter fills holes
+      v.token_types[i] = static_cast<int32_t>(TokenType::kUserDefined);
+      continue;
+    }
+    v.tokens[i] = it->second;
+    if (auto a = added.find(static_cast<int64_t>(i)); a != added.end()) {
+      v.token_types[i] = static_cast<int32_t>(a->second.special ? TokenType::kControl
+                                                                 : TokenType::kUserDefined);
+    }
+  }
+
+  std::vector<std::string> merges;
+  merges.reserve(model["merges"].size());
+  for (const json& m : model["merges"]) {
+    if (m.is_string()) {
+      merges.push_back(m.get<std::string>());
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    } else {
+      return fail("a merge is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+  }
+
+  // tokenizer_config.json beside it: BOS/EOS, add_bos, chat template.
+  json config;
+  const auto config_path = path.parent_path() / "tokenizer_config.json";
+  if (std::filesystem::exists(config_path)) {
+    DAISY_ASSIGN_OR_RETURN(config, ParseJsonFile(config_path));
+  }
+  std::unordered_map<std::string, int32_t> id_of;
+  for (size_t i = 0; i < n; ++i) id_of.emplace(v.tokens[i], static_cast<int32_t>(i));
+  const auto find_id = [&](const std::string& text) {
+    auto it = id_of.find(text);
+    return it == id_of.end() ? -1 : it->second;
+  };
+  if (config.is_object()) {
+    if (config.contains("bos_token")) v.bos_id = find_id(TokenContent(config["bos_token"]));
+    if (config.contains("eos_token")) v.eos_id = find_id(TokenContent(config["eos_token"]));
+    if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
+      v.add_bos = config["add_bos_token"].get<bool>();
+    }
+    if (config.contains("add_eos_token") && config["add_eos_token"].is_boolean()) {
+      v.add_eos = config["add_eos_token"].get<bool>();
+    }
+    if (config.contains("chat_template") && config["chat_template"].is_string()) {
+      v.chat_template = config["chat_template"].get<std::string>();
+    }
+  }
+
+  if (byte_fallback) {
+    // SentencePiece exported as BPE: a token's score is minus the rank of the merge that makes
+    // it, so SentencePiece's highest-score-first merging replays the BPE merge order.
+    v.scores.assign(n, 0.f);
+    std::vector<bool> scored(n, false);
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const size_t space = merges[rank].find(' ', 1);
+      if (space == std::string::npos) continue;
+      const int32_t id = find_id(merges[rank].substr(0, space) + merges[rank].substr(space + 1));
+      if (id >= 0 && !scored[id]) {
+        v.scores[id] = -static_cast<float>(rank);
+        scored[id] = true;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& t = v.tokens[i];
+      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
+        v.token_types[i] = static_cast<int32_t>(TokenType::kByte);
+      }
+    }
+    const std::string unk = model.value("unk_token", std::string("<unk>"));
+    v.unk_id = find_id(unk);
+    if (v.unk_id >= 0) v.token_types[v.unk_id] = static_cast<int32_t>(TokenType::kUnknown);
+    if (v.bos_id < 0) v.bos_id = find_id("<s>");
+    if (v.eos_id < 0) v.eos_id = find_id("</s>");
+    v.add_space_prefix = PrependsSpace(tok);
+    if (!v.add_bos) v.add_bos = true;
+  } else {
+    v.merges = std::move(merges);
+    if (!options.pre.empty()) {
+      v.pre = options.pre;
+    } else if (ContainsRegex(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(),
+                             kLlama3Regex)) {
+      v.pre = "llama-bpe";
+    } else {
+      v.pre = "default";
+      DAISY_LOG_WARN("%s: pre-tokenizer not recognised as Llama 3's; using \"default\" "
+                     "(override with --pre)", path.c_str());
+    }
+    if (v.bos_id < 0) v.bos_id = find_id("<|begin_of_text|>");
+    if (v.eos_id < 0) v.eos_id = find_id("<|end_of_text|>");
+    if (!v.add_bos && v.pre == "llama-bpe") v.add_bos = true;
+  }
+  return v;
+}
+
+VocabData BuiltinByteVocab() {
+  VocabData v;
+  v.model = "gpt2";
+  v.pre = "default";
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(ByteToUnicode(static_cast<uint8_t>(b)));
+  v.token_types.assign(256, static_cast<int32_t>(TokenType::kNormal));
+  // A few English merges so that BPE merging is exercised ("Ġ" is the byte-level space).
+  static const char* const kMerges[] = {
+      "t h", "h e", "i n", "e r", "a n", "r e", "o n", "a t", "e n", "n d", "o r", "e s",
+      "Ġ t", "Ġ a", "Ġ s", "Ġ w", "Ġ o", "Ġ i", "Ġ c", "Ġ b", "Ġ f", "Ġ m", "Ġ p", "Ġ d",
+      "Ġt he", "Ġ th", "i s", "i t", "o u", "l l", "in g", "Ġ in", "Ġa n", "Ġan d", "e d",
+      "Ġ h", "Ġo f", "Ġt o", "a r", "a l", "s t", "l e", "o w", "Ġ l", "Ġ e", "Ġ n", "i c",
+      "Ġ Ġ", "ĠĠ ĠĠ", "0 0", "1 2", "Ġth e"};
+  for (const char* m : kMerges) {
+    std::string merge = m;
+    const size_t space = merge.find(' ');
+    const std::string joined = merge.substr(0, space) + merge.substr(space + 1);
+    v.merges.push_back(merge);
+    bool exists = false;
+    for (const std::string& t : v.tokens) exists = exists || t == joined;
+    if (!exists) {
+      v.tokens.push_back(joined);
+      v.token_types.push_back(static_cast<int32_t>(TokenType::kNormal));
+    }
+  }
+  for (const char* special : {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
+                              "<|end_header_id|>", "<|eot_id|>"}) {
+    v.tokens.emplace_back(special);
+    v.token_types.push_back(static_cast<int32_t>(TokenType::kControl));
+  }
+  const int32_t n = static_cast<int32_t>(v.tokens.size());
+  v.bos_id = n - 5;
+  v.eos_id = n - 4;
+  v.eot_id = n - 1;
+  v.add_bos = true;
+  v.chat_template = kLlama3ChatTemplate;
+  return v;
+}
+
+}  // namespace daisy::tokenizer
