@@ -12,6 +12,7 @@ using Runner = std::function<int()>;
 Runner AddGenModel(CLI::App& app);
 Runner AddInspect(CLI::App& app);
 Runner AddTokenize(CLI::App& app);
+Runner AddDetokenize(CLI::App& app);
 
 // Prints "daisy: error: <message>" to stderr and returns the exit code for failures.
 int Fail(const std::string& message);

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
       daisy::apps::AddGenModel);
   add("inspect", "Show a GGUF file's metadata and tensors", daisy::apps::AddInspect);
   add("tokenize", "Turn text into token ids with a model's tokenizer", daisy::apps::AddTokenize);
+  add("detokenize", "Turn token ids back into text", daisy::apps::AddDetokenize);
 
   CLI11_PARSE(app, argc, argv);
   daisy::SetLogLevel(verbose ? daisy::LogLevel::kDebug

@@ -14,12 +14,19 @@ namespace {
 
 constexpr size_t kShownElements = 8;
 
+// A JSON-quoted string (UTF-8 shown as is, controls escaped), cut after `max_bytes` bytes.
+std::string Quote(std::string_view s, size_t max_bytes) {
+  const bool cut = s.size() > max_bytes;
+  std::string text(s.substr(0, max_bytes));
+  std::string quoted = nlohmann::json(text).dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace);
+  if (cut) quoted.insert(quoted.size() - 1, "...");
+  return quoted;
+}
+
 std::string ScalarText(const gguf::Value& v) {
   switch (v.type) {
-    case gguf::ValueType::kString: {
-      std::string s = EscapeForMessage(v.str, 120);
-      return "\"" + s + "\"";
-    }
+    case gguf::ValueType::kString: return Quote(v.str, 120);
     case gguf::ValueType::kBool: return v.u ? "true" : "false";
     case gguf::ValueType::kFloat32:
     case gguf::ValueType::kFloat64: return StrFormat("%g", v.f);
@@ -37,7 +44,7 @@ std::string ArrayText(const gguf::Value& v) {
   for (size_t k = 0; k < shown; ++k) {
     if (k > 0) out += ", ";
     if (v.elem_type == gguf::ValueType::kString) {
-      out += "\"" + EscapeForMessage(v.strings[k], 40) + "\"";
+      out += Quote(v.strings[k], 40);
     } else {
       gguf::Value e;
       e.type = v.elem_type;

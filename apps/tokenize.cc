@@ -47,7 +47,46 @@ int Run(const TokenizeFlags& f) {
   return 0;
 }
 
+int RunDetokenize(const TokenizeFlags& f) {
+  auto reader = gguf::Reader::Open(f.model);
+  if (!reader.ok()) return Fail(reader.status().message());
+  auto tok = tokenizer::Tokenizer::FromGguf(*reader);
+  if (!tok.ok()) return Fail(tok.status().message());
+  const std::string input(std::istreambuf_iterator<char>(std::cin), {});
+  nlohmann::json lists = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
+  if (lists.is_discarded() || !lists.is_array()) {
+    return Fail("stdin must be a JSON list of token id lists");
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < lists.size(); ++i) {
+    if (!lists[i].is_array()) return Fail("element " + std::to_string(i) + " is not a list");
+    std::vector<int32_t> ids;
+    for (const auto& id : lists[i]) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() >= tok->n_vocab()) {
+        return Fail("element " + std::to_string(i) + " holds " + id.dump() +
+                    ", not a token id below " + std::to_string(tok->n_vocab()));
+      }
+      ids.push_back(id.get<int32_t>());
+    }
+    out.push_back(tok->Decode(ids, f.special));
+  }
+  // Pieces can end mid-character; such bytes are shown as U+FFFD in JSON.
+  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  return 0;
+}
+
 }  // namespace
+
+Runner AddDetokenize(CLI::App& app) {
+  auto f = std::make_shared<TokenizeFlags>();
+  app.add_option("-m,--model", f->model, "Model GGUF (or stage-0 shard) holding the tokenizer")
+      ->required();
+  app.add_flag("--special", f->special, "Render control tokens as their text");
+  app.add_flag("--json", f->json, "stdin: a JSON list of id lists; stdout: a JSON list of strings")
+      ->required();
+  return [f] { return RunDetokenize(*f); };
+}
 
 Runner AddTokenize(CLI::App& app) {
   auto f = std::make_shared<TokenizeFlags>();

@@ -19,15 +19,15 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name len, n_dims
 // Reads little-endian fields from the file, failing with the offset and the field's meaning.
 class Cursor {
  public:
-  Cursor(std::span<const uint8_t> bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+  explicit Cursor(std::span<const uint8_t> bytes) : bytes_(bytes) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t remaining() const { return bytes_.size() - pos_; }
 
   Status Need(uint64_t n, const char* what) const {
     if (n > remaining()) {
-      return DataLoss("%s: truncated at offset %llu: %s needs %llu bytes, %llu left",
-                      name_.c_str(), ull(pos_), what, ull(n), ull(remaining()));
+      return DataLoss("truncated at offset %llu: %s needs %llu bytes, %llu left", ull(pos_), what,
+                      ull(n), ull(remaining()));
     }
     return Status::Ok();
   }
@@ -45,8 +45,8 @@ class Cursor {
     const uint64_t at = pos_;
     DAISY_ASSIGN_OR_RETURN(uint64_t len, Read<uint64_t>(what));
     if (len > remaining()) {
-      return DataLoss("%s: truncated or corrupt: %s at offset %llu has length %llu but only %llu bytes follow",
-                      name_.c_str(), what, ull(at), ull(len), ull(remaining()));
+      return DataLoss("truncated or corrupt at offset %llu: %s has length %llu but only %llu "
+                      "bytes follow", ull(at), what, ull(len), ull(remaining()));
     }
     std::string_view s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
     pos_ += len;
@@ -60,14 +60,13 @@ class Cursor {
   }
 
   Status Error(uint64_t at, const std::string& what) const {
-    return DataLoss("%s: at offset %llu: %s", name_.c_str(), ull(at), what.c_str());
+    return DataLoss("at offset %llu: %s", ull(at), what.c_str());
   }
 
   static unsigned long long ull(uint64_t v) { return static_cast<unsigned long long>(v); }
 
  private:
   std::span<const uint8_t> bytes_;
-  const std::string& name_;
   uint64_t pos_ = 0;
 };
 
@@ -116,8 +115,8 @@ Status ReadArray(Cursor& c, Value& v) {
   if (v.elem_type == ValueType::kString) {
     // Every string needs at least its 8-byte length: bound the count before reserving.
     if (v.count > c.remaining() / 8) {
-      return c.Error(at, StrFormat("array of %llu strings cannot fit in the %llu bytes left (truncated or corrupt)",
-                                   ull(v.count), ull(c.remaining())));
+      return DataLoss("truncated or corrupt at offset %llu: array of %llu strings cannot fit in "
+                      "the %llu bytes left", ull(at), ull(v.count), ull(c.remaining()));
     }
     v.strings.reserve(v.count);
     for (uint64_t k = 0; k < v.count; ++k) {
@@ -128,9 +127,9 @@ Status ReadArray(Cursor& c, Value& v) {
   }
   const uint64_t elem = ValueTypeSize(v.elem_type);
   if (v.count > c.remaining() / elem) {
-    return c.Error(at, StrFormat("array of %llu %s values needs %llu bytes, %llu left (truncated or corrupt)",
-                                 ull(v.count), ValueTypeName(v.elem_type),
-                                 ull(v.count) * elem, ull(c.remaining())));
+    return DataLoss("truncated or corrupt at offset %llu: array of %llu %s values needs %llu "
+                    "bytes, %llu left", ull(at), ull(v.count), ValueTypeName(v.elem_type),
+                    ull(v.count) * elem, ull(c.remaining()));
   }
   v.raw = c.Take(v.count * elem);
   if (v.elem_type == ValueType::kBool) {
@@ -206,32 +205,38 @@ Result<Reader> Reader::FromBytes(std::span<const uint8_t> bytes, std::string nam
 }
 
 Status Reader::Parse() {
-  Cursor c(bytes_, name_);
+  // Every error names the file first: "model.gguf: truncated at offset 24: ...".
+  Status s = ParseHeaderAndIndex();
+  if (!s.ok()) return Status(s.code(), name_ + ": " + s.message());
+  return s;
+}
+
+Status Reader::ParseHeaderAndIndex() {
+  Cursor c(bytes_);
   DAISY_ASSIGN_OR_RETURN(uint32_t magic, c.Read<uint32_t>("magic"));
   if (magic != kMagic) {
-    return DataLoss("%s: not a GGUF file (magic is 0x%08x, expected \"GGUF\")", name_.c_str(),
-                    magic);
+    return DataLoss("not a GGUF file (magic is 0x%08x, expected \"GGUF\")", magic);
   }
   DAISY_ASSIGN_OR_RETURN(version_, c.Read<uint32_t>("version"));
   if ((version_ & 0xffff) == 0 && version_ != 0) {
-    return Unimplemented("%s: big-endian GGUF (version field 0x%08x) is not supported",
-                         name_.c_str(), version_);
+    return Unimplemented("big-endian GGUF (version field 0x%08x) is not supported",
+                         version_);
   }
   if (version_ == 1) {
-    return Unimplemented("%s: GGUF version 1 is obsolete; re-convert the model", name_.c_str());
+    return Unimplemented("GGUF version 1 is obsolete; re-convert the model");
   }
   if (version_ != 2 && version_ != 3) {
-    return DataLoss("%s: unknown GGUF version %u (daisy reads 2 and 3)", name_.c_str(), version_);
+    return DataLoss("unknown GGUF version %u (daisy reads 2 and 3)", version_);
   }
   DAISY_ASSIGN_OR_RETURN(uint64_t n_tensors, c.Read<uint64_t>("tensor count"));
   DAISY_ASSIGN_OR_RETURN(uint64_t n_kv, c.Read<uint64_t>("metadata count"));
   if (n_kv > c.remaining() / kMinKvBytes) {
-    return c.Error(16, StrFormat("metadata count %llu cannot fit in a %llu-byte file (truncated or corrupt)", ull(n_kv),
-                                 ull(bytes_.size())));
+    return DataLoss("truncated or corrupt at offset 16: metadata count %llu cannot fit in a "
+                    "%llu-byte file", ull(n_kv), ull(bytes_.size()));
   }
   if (n_tensors > c.remaining() / kMinTensorInfoBytes) {
-    return c.Error(8, StrFormat("tensor count %llu cannot fit in a %llu-byte file (truncated or corrupt)",
-                                ull(n_tensors), ull(bytes_.size())));
+    return DataLoss("truncated or corrupt at offset 8: tensor count %llu cannot fit in a "
+                    "%llu-byte file", ull(n_tensors), ull(bytes_.size()));
   }
 
   metadata_.reserve(n_kv);
@@ -243,7 +248,9 @@ Status Reader::Parse() {
     DAISY_ASSIGN_OR_RETURN(entry.value.type, ReadValueType(c, "metadata value type"));
     Status s = entry.value.type == ValueType::kArray ? ReadArray(c, entry.value)
                                                      : ReadScalar(c, entry.value.type, entry.value);
-    if (!s.ok()) return s.With(StrFormat("metadata key '%s'", EscapeForMessage(entry.key).c_str()));
+    if (!s.ok()) {
+      return s.With(StrFormat("metadata key '%s'", EscapeForMessage(entry.key).c_str()));
+    }
     if (!key_index_.emplace(entry.key, metadata_.size()).second) {
       return c.Error(entry.offset,
                      StrFormat("duplicate metadata key '%s'", EscapeForMessage(entry.key).c_str()));
@@ -253,8 +260,8 @@ Status Reader::Parse() {
 
   if (const Value* a = Find("general.alignment")) {
     if (a->type != ValueType::kUint32 || a->u == 0 || (a->u & (a->u - 1)) != 0) {
-      return DataLoss("%s: general.alignment must be a non-zero power of two uint32 (got %s %llu)",
-                      name_.c_str(), a->TypeName().c_str(), ull(a->u));
+      return DataLoss("general.alignment must be a non-zero power of two uint32 (got %s %llu)",
+                      a->TypeName().c_str(), ull(a->u));
     }
     alignment_ = static_cast<uint32_t>(a->u);
   }
@@ -314,17 +321,16 @@ Status Reader::Parse() {
   data_offset_ = (end_of_index + alignment_ - 1) / alignment_ * alignment_;
   if (tensors_.empty()) return Status::Ok();
   if (data_offset_ > bytes_.size()) {
-    return DataLoss("%s: truncated: the data section should start at offset %llu but the file "
-                    "has %llu bytes", name_.c_str(), ull(data_offset_), ull(bytes_.size()));
+    return DataLoss("truncated: the data section should start at offset %llu but the file "
+                    "has %llu bytes", ull(data_offset_), ull(bytes_.size()));
   }
   const uint64_t data_size = bytes_.size() - data_offset_;
   std::vector<const TensorInfo*> by_offset;
   by_offset.reserve(tensors_.size());
   for (const TensorInfo& t : tensors_) {
     if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
-      return DataLoss("%s: truncated: tensor '%s' needs bytes [%llu, %llu) of the data section "
-                      "(file offset %llu), which holds %llu bytes", name_.c_str(),
-                      EscapeForMessage(t.name).c_str(), ull(t.offset), ull(t.offset + t.n_bytes),
+      return DataLoss("truncated: tensor '%s' needs bytes [%llu, %llu) of the data section "
+                      "(file offset %llu), which holds %llu bytes",   EscapeForMessage(t.name).c_str(), ull(t.offset), ull(t.offset + t.n_bytes),
                       ull(data_offset_ + t.offset), ull(data_size));
     }
     by_offset.push_back(&t);
@@ -334,8 +340,7 @@ Status Reader::Parse() {
   for (size_t k = 1; k < by_offset.size(); ++k) {
     const TensorInfo& prev = *by_offset[k - 1];
     if (prev.offset + prev.n_bytes > by_offset[k]->offset) {
-      return DataLoss("%s: tensors '%s' and '%s' overlap in the data section", name_.c_str(),
-                      EscapeForMessage(prev.name).c_str(),
+      return DataLoss("tensors '%s' and '%s' overlap in the data section",   EscapeForMessage(prev.name).c_str(),
                       EscapeForMessage(by_offset[k]->name).c_str());
     }
   }

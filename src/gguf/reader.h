@@ -97,6 +97,7 @@ class Reader {
  private:
   Reader() = default;
   Status Parse();
+  Status ParseHeaderAndIndex();
 
   std::string name_;
   std::unique_ptr<MappedFile> file_;  // null when built FromBytes
