@@ -1,4 +1,7 @@
 // daisy gen-model: synthetic Llama GGUF files.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -74,21 +77,32 @@ int Run(const GenModelFlags& f) {
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  // Progress on stderr for big models: one updating line on a terminal, a line every few
+  // seconds in a log.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  double last_line = 0;
   options.progress = [&](uint64_t done, uint64_t total) {
     if (total < (256u << 20)) return;  // small models finish before a report would help
-    std::fprintf(stderr, "\rgen-model: %s / %s (%.0f%%) %.1f s   ", HumanBytes(done).c_str(),
-                 HumanBytes(total).c_str(), 100.0 * static_cast<double>(done) / total, elapsed());
-    if (done == total) std::fprintf(stderr, "\n");
+    if (!tty && done != total && elapsed() - last_line < 5) return;
+    last_line = elapsed();
+    std::fprintf(stderr, "%sgen-model: %s / %s (%.0f%%) %.1f s%s", tty ? "\r" : "",
+                 HumanBytes(done).c_str(), HumanBytes(total).c_str(),
+                 100.0 * static_cast<double>(done) / static_cast<double>(total), elapsed(),
+                 tty && done != total ? "   " : "\n");
   };
   Status s = model::GenerateModel(options, vocab, f.output);
   if (!s.ok()) return Fail(s.message());
   std::error_code ec;
   const auto size = std::filesystem::file_size(f.output, ec);
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  const uint64_t peak_rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
   if (f.json) {
     nlohmann::json j = {{"path", f.output},     {"bytes", size},
                         {"shape", f.shape},     {"type", f.type},
                         {"n_vocab", vocab.tokens.size()}, {"n_layers", config.n_layers},
-                        {"d_model", config.d_model}, {"seconds", elapsed()}};
+                        {"d_model", config.d_model}, {"seconds", elapsed()},
+                        {"peak_rss_bytes", peak_rss}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("wrote %s: %s shape, %d layers, %s weights, %zu-token vocabulary, %s in %.1f s\n",

@@ -36,6 +36,17 @@ test("gen-model is deterministic for a seed", () => {
   assert.deepEqual(fs.readFileSync(other), fs.readFileSync(model));
 });
 
+test("gen-model streams: the 70B shape's widest layer needs little memory", () => {
+  const big = path.join(dir, "wide.gguf");
+  const r = run(["gen-model", "--shape", "llama-3.1-70b", "--layers", "1", "--type", "q4_0", "-o", big, "--json"]);
+  assert.equal(r.code, 0, r.err);
+  const j = lastJson(r.out);
+  assert.ok(j.bytes > 1.5e9, `expected a >1.5 GB file, got ${j.bytes}`);
+  assert.ok(j.peak_rss_bytes < 200e6, `peak RSS ${j.peak_rss_bytes} bytes`);
+  assert.match(r.err, /gen-model: .* \(100%\)/);  // progress on long runs
+  fs.rmSync(big);
+});
+
 test("inspect shows metadata, tensors, bytes per type and the total", () => {
   const r = run(["inspect", model]);
   assert.equal(r.code, 0, r.err);
