@@ -1,0 +1,47 @@
+// Weight matrices in daisy's packed layout: the one layout every kernel path (scalar, AVX2,
+// AVX-512) reads directly. Knows no model and no file format.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace daisy::kernels {
+
+enum class WeightType : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4 };
+inline constexpr int kNumWeightTypes = 5;
+inline constexpr int kQBlock = 32;  // elements per quantisation block (q8_0, q4_0)
+
+const char* WeightTypeName(WeightType type);
+
+// A [rows, cols] matrix; row o is the o-th output's weights. Layouts:
+//   kF32:  float    data[rows][cols]
+//   kF16:  uint16_t data[rows][cols]   (IEEE half)
+//   kBF16: uint16_t data[rows][cols]
+//   kQ8_0: int8_t   data[rows][cols]            float scales[rows][cols / 32]
+//   kQ4_0: uint8_t  data[rows][cols / 2]        float scales[rows][cols / 32]
+//          per 32-element block 16 bytes: byte j = element j (low nibble) | element j + 16
+//          (high nibble), value = scale * (nibble - 8), exactly GGUF's q4_0 without the scales.
+// Quantised scales are f16 values widened to float (exact), kept apart from the quants so that
+// SIMD loads are aligned and scales load 16 at a time. A view: owns nothing.
+struct WeightMatrix {
+  WeightType type = WeightType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+  const float* scales = nullptr;  // quantised types only
+};
+
+// Bytes of `data` (and of `scales`) for a packed [rows, cols] matrix of `type`.
+size_t PackedDataBytes(WeightType type, int64_t rows, int64_t cols);
+size_t PackedScaleBytes(WeightType type, int64_t rows, int64_t cols);
+
+// Packs GGUF rows (ggml block_q8_0 / block_q4_0, or plain f32/f16/bf16 values) into the packed
+// layout. `gguf_rows` holds `rows` rows of GGUF bytes; `data`/`scales` receive
+// PackedDataBytes/PackedScaleBytes. Float types are a plain copy.
+void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
+                  float* scales);
+
+// Row `o` of the matrix as floats (the reference dequantisation); `out` has cols entries.
+void DequantizeRow(const WeightMatrix& w, int64_t o, float* out);
+
+}  // namespace daisy::kernels

@@ -1,0 +1,133 @@
+#include "model/llama_weights.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include "base/strings.h"
+
+namespace daisy::model {
+namespace {
+
+Result<kernels::WeightType> ToWeightType(gguf::TensorType t) {
+  switch (t) {
+    case gguf::TensorType::kF32: return kernels::WeightType::kF32;
+    case gguf::TensorType::kF16: return kernels::WeightType::kF16;
+    case gguf::TensorType::kBF16: return kernels::WeightType::kBF16;
+    case gguf::TensorType::kQ8_0: return kernels::WeightType::kQ8_0;
+    case gguf::TensorType::kQ4_0: return kernels::WeightType::kQ4_0;
+    default:
+      return Unimplemented("tensor type %s is not supported (f32, f16, bf16, q8_0, q4_0)",
+                           gguf::Traits(t).name);
+  }
+}
+
+void FreeAligned(uint8_t* p) { std::free(p); }
+
+}  // namespace
+
+Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_t rows,
+                                                 int64_t cols) {
+  const gguf::TensorInfo* t = reader_->FindTensor(name);
+  if (t == nullptr) return DataLoss("%s: tensor %s is missing", reader_->name().c_str(), name.c_str());
+  if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows) {
+    return DataLoss("%s: tensor %s has shape [%lld, %lld], expected [%lld, %lld]",
+                    reader_->name().c_str(), name.c_str(), static_cast<long long>(t->ne[0]),
+                    static_cast<long long>(t->n_dims > 1 ? t->ne[1] : 1),
+                    static_cast<long long>(cols), static_cast<long long>(rows));
+  }
+  auto type = ToWeightType(t->type);
+  if (!type.ok()) return type.status().With(reader_->name() + ": tensor " + name);
+  if (cols % kernels::kQBlock != 0) {
+    return Unimplemented("%s: tensor %s has rows of %lld, not a multiple of 32",
+                         reader_->name().c_str(), name.c_str(), static_cast<long long>(cols));
+  }
+  kernels::WeightMatrix m{*type, rows, cols, reader_->TensorData(*t).data(), nullptr};
+  if (*type == kernels::WeightType::kQ8_0 || *type == kernels::WeightType::kQ4_0) {
+    const size_t data_bytes = kernels::PackedDataBytes(*type, rows, cols);
+    const size_t scale_bytes = kernels::PackedScaleBytes(*type, rows, cols);
+    const size_t total = (data_bytes + 63) / 64 * 64 + scale_bytes;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
+    if (p == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", total, name.c_str());
+    storage_.emplace_back(p, FreeAligned);
+    float* scales = reinterpret_cast<float*>(p + (data_bytes + 63) / 64 * 64);
+    pending_.push_back({*type, m.data, rows, cols, p, scales});
+    m.data = p;
+    m.scales = scales;
+  }
+  return m;
+}
+
+Result<const float*> LlamaModel::Vector(const std::string& name, int64_t n) {
+  const gguf::TensorInfo* t = reader_->FindTensor(name);
+  if (t == nullptr) return DataLoss("%s: tensor %s is missing", reader_->name().c_str(), name.c_str());
+  if (t->type != gguf::TensorType::kF32 || t->n_elements != static_cast<uint64_t>(n)) {
+    return DataLoss("%s: tensor %s must be f32 with %lld elements (is %s with %llu)",
+                    reader_->name().c_str(), name.c_str(), static_cast<long long>(n),
+                    gguf::Traits(t->type).name, static_cast<unsigned long long>(t->n_elements));
+  }
+  // GGUF data offsets are aligned to at least 32 bytes: safe to read as floats.
+  return reinterpret_cast<const float*>(reader_->TensorData(*t).data());
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesystem::path& path,
+                                                     const LoadOptions& options) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  DAISY_ASSIGN_OR_RETURN(gguf::Reader reader, gguf::Reader::Open(path));
+  m->reader_ = std::make_unique<gguf::Reader>(std::move(reader));
+  DAISY_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->reader_));
+  const LlamaConfig& c = m->config_;
+  const int first = options.first_layer;
+  const int last = options.last_layer < 0 ? c.n_layers : options.last_layer;
+  if (first < 0 || first > last || last > c.n_layers) {
+    return InvalidArgument("layer range [%d, %d) is outside the model's %d layers", first, last,
+                           c.n_layers);
+  }
+  const int64_t d = c.d_model, q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  LlamaWeights& w = m->weights_;
+  if (options.embeddings || (options.head && c.tied_embeddings)) {
+    DAISY_ASSIGN_OR_RETURN(w.token_embd, m->Matrix("token_embd.weight", c.n_vocab, d));
+  }
+  if (c.rope_scaling.enabled) {
+    DAISY_ASSIGN_OR_RETURN(w.rope_freqs, m->Vector("rope_freqs.weight", c.head_dim / 2));
+  }
+  w.layers.resize(c.n_layers);
+  for (int l = first; l < last; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[l];
+    DAISY_ASSIGN_OR_RETURN(L.attn_norm, m->Vector(p + "attn_norm.weight", d));
+    DAISY_ASSIGN_OR_RETURN(L.wq, m->Matrix(p + "attn_q.weight", q_dim, d));
+    DAISY_ASSIGN_OR_RETURN(L.wk, m->Matrix(p + "attn_k.weight", kv_dim, d));
+    DAISY_ASSIGN_OR_RETURN(L.wv, m->Matrix(p + "attn_v.weight", kv_dim, d));
+    DAISY_ASSIGN_OR_RETURN(L.wo, m->Matrix(p + "attn_output.weight", d, q_dim));
+    DAISY_ASSIGN_OR_RETURN(L.ffn_norm, m->Vector(p + "ffn_norm.weight", d));
+    DAISY_ASSIGN_OR_RETURN(L.w_gate, m->Matrix(p + "ffn_gate.weight", c.d_ff, d));
+    DAISY_ASSIGN_OR_RETURN(L.w_up, m->Matrix(p + "ffn_up.weight", c.d_ff, d));
+    DAISY_ASSIGN_OR_RETURN(L.w_down, m->Matrix(p + "ffn_down.weight", d, c.d_ff));
+  }
+  if (options.head) {
+    DAISY_ASSIGN_OR_RETURN(w.output_norm, m->Vector("output_norm.weight", d));
+    if (c.tied_embeddings) {
+      w.output = w.token_embd;
+    } else {
+      DAISY_ASSIGN_OR_RETURN(w.output, m->Matrix("output.weight", c.n_vocab, d));
+    }
+  }
+  // Repack quantised tensors, spread over threads by tensor (they are independent).
+  int threads = options.threads > 0 ? options.threads
+                                    : static_cast<int>(std::thread::hardware_concurrency());
+  if (threads < 1) threads = 1;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (size_t i = t; i < m->pending_.size(); i += threads) {
+        const Pending& p = m->pending_[i];
+        kernels::PackFromGguf(p.type, p.src, p.rows, p.cols, p.data, p.scales);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  m->pending_.clear();
+  return m;
+}
+
+}  // namespace daisy::model

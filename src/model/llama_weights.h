@@ -1,0 +1,82 @@
+// LlamaModel: a Llama GGUF opened for inference — hyper-parameters plus weight views in the
+// kernels' packed layout. f32/f16/bf16 tensors are zero-copy views into the mapped file;
+// q8_0/q4_0 tensors are repacked once at load (scales split from quants; see
+// kernels/weights.h), which costs one pass over them and a second copy in memory, as
+// llama.cpp's own Q4_0 repacking does. (Pre-compiled shards, issue #4, store the packed
+// layout directly so that loading is mmap and nothing else.)
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "gguf/reader.h"
+#include "kernels/weights.h"
+#include "model/llama_config.h"
+
+namespace daisy::model {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [d_model]
+  kernels::WeightMatrix wq;          // [n_heads * head_dim, d_model]
+  kernels::WeightMatrix wk;          // [n_kv_heads * head_dim, d_model]
+  kernels::WeightMatrix wv;          // [n_kv_heads * head_dim, d_model]
+  kernels::WeightMatrix wo;          // [d_model, n_heads * head_dim]
+  const float* ffn_norm = nullptr;   // [d_model]
+  kernels::WeightMatrix w_gate;      // [d_ff, d_model]
+  kernels::WeightMatrix w_up;        // [d_ff, d_model]
+  kernels::WeightMatrix w_down;      // [d_model, d_ff]
+};
+
+struct LlamaWeights {
+  kernels::WeightMatrix token_embd;  // [n_vocab, d_model]
+  const float* rope_freqs = nullptr; // [head_dim / 2] Llama 3.1 frequency factors, or null
+  std::vector<LayerWeights> layers;
+  const float* output_norm = nullptr;  // [d_model]
+  kernels::WeightMatrix output;        // [n_vocab, d_model] (token_embd when tied)
+};
+
+// Which layers to load: [first_layer, last_layer), and whether the embeddings and the head are
+// needed. Unloaded tensors are neither read nor repacked.
+struct LoadOptions {
+  int first_layer = 0;
+  int last_layer = -1;  // -1: through the last layer
+  bool embeddings = true;
+  bool head = true;
+  int threads = 0;      // repacking threads (0: all cores)
+};
+
+class LlamaModel {
+ public:
+  // Opens, validates (every tensor present with the expected shape and a supported type) and
+  // loads. Errors name the file and the tensor.
+  static Result<std::unique_ptr<LlamaModel>> Load(const std::filesystem::path& path,
+                                                  const LoadOptions& options = {});
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return weights_; }
+  const gguf::Reader& reader() const { return *reader_; }
+
+ private:
+  LlamaModel() = default;
+  Result<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
+  Result<const float*> Vector(const std::string& name, int64_t n);
+
+  LlamaConfig config_;
+  std::unique_ptr<gguf::Reader> reader_;
+  LlamaWeights weights_;
+  struct Pending {  // a quantised tensor waiting to be repacked
+    kernels::WeightType type;
+    const void* src;
+    int64_t rows, cols;
+    void* data;
+    float* scales;
+  };
+  std::vector<Pending> pending_;
+  std::vector<std::unique_ptr<uint8_t[], void (*)(uint8_t*)>> storage_;
+};
+
+}  // namespace daisy::model

@@ -1,0 +1,67 @@
+// KvCache: per-sequence keys and values for the layers of one stage, in f32.
+//
+// A sequence's storage is allocated on first use at `seq_capacity` tokens and kept until
+// Release(). Truncate is O(1) (it only moves the length), which is what makes the rewind of a
+// forward's start_pos, and so speculative rollback, free. Thread-compatible; during a forward
+// pass different threads write different positions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "base/status.h"
+
+namespace daisy::runtime {
+
+struct KvCacheOptions {
+  int n_layers = 0;      // layers held by this stage
+  int kv_dim = 0;        // n_kv_heads * head_dim
+  int seq_capacity = 0;  // most tokens one sequence can hold
+  int max_seqs = 64;     // most sequences at once
+  size_t budget_bytes = 0;  // 0: no limit beyond max_seqs
+};
+
+class KvCache {
+ public:
+  explicit KvCache(const KvCacheOptions& options) : options_(options) {}
+  KvCache(KvCache&&) noexcept = default;
+  KvCache& operator=(KvCache&&) noexcept = default;
+  KvCache(const KvCache&) = delete;
+
+  // Sets `seq`'s length to `start_pos` and makes room for `n_new` more tokens. Errors:
+  // OutOfRange when start_pos is beyond the current length or the capacity would be exceeded;
+  // ResourceExhausted when a new sequence does not fit the budget.
+  Status Prepare(int32_t seq, int32_t start_pos, int32_t n_new);
+  // Commits the length after a forward pass appended tokens.
+  void SetLength(int32_t seq, int32_t length);
+  // Keeps the first `length` tokens (no-op when already shorter).
+  Status Truncate(int32_t seq, int32_t length);
+  void Release(int32_t seq);
+
+  int32_t Length(int32_t seq) const;
+  // [kv_dim] floats of `layer`'s key / value at `pos` (precondition: Prepare made room).
+  float* Key(int32_t seq, int layer, int32_t pos);
+  float* Value(int32_t seq, int layer, int32_t pos);
+  // Position 0 of `layer`'s keys / values; position t is t * kv_dim floats further.
+  const float* Keys(int32_t seq, int layer) const;
+  const float* Values(int32_t seq, int layer) const;
+
+  size_t bytes_per_sequence() const;
+  size_t bytes_allocated() const { return seqs_.size() * bytes_per_sequence(); }
+  size_t n_sequences() const { return seqs_.size(); }
+  const KvCacheOptions& options() const { return options_; }
+
+ private:
+  struct Seq {
+    std::unique_ptr<float[]> data;  // [n_layers][2][capacity][kv_dim]
+    int32_t length = 0;
+  };
+  float* Slot(const Seq& s, int layer, int which, int32_t pos) const;
+
+  KvCacheOptions options_;
+  std::unordered_map<int32_t, Seq> seqs_;
+};
+
+}  // namespace daisy::runtime

@@ -1,0 +1,89 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace daisy::runtime {
+
+int32_t Sampler::Argmax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+  candidates_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i]};
+  // Repetition penalty (CTRL-style, as llama.cpp): divide positive logits, multiply negative.
+  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) {
+    const size_t n = params_.repeat_last_n < 0 ? history.size()
+                                                : std::min<size_t>(history.size(), params_.repeat_last_n);
+    std::unordered_set<int32_t> seen(history.end() - n, history.end());
+    for (int32_t id : seen) {
+      if (id < 0 || static_cast<size_t>(id) >= candidates_.size()) continue;
+      float& l = candidates_[id].logit;
+      l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    }
+  }
+  if (params_.temperature <= 0.0f) {
+    int32_t best = 0;
+    for (size_t i = 1; i < candidates_.size(); ++i) {
+      if (candidates_[i].logit > candidates_[best].logit) best = static_cast<int32_t>(i);
+    }
+    return best;
+  }
+  // Highest logits first; ties by id for determinism.
+  const auto order = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
+    keep = params_.top_k;
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), order);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), order);
+  }
+  candidates_.resize(keep);
+  // Probabilities at temperature 1 for the top-p and min-p cuts (llama.cpp applies them
+  // before the temperature in its default chain).
+  std::vector<double> p(keep);
+  const float max = candidates_[0].logit;
+  double sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp(static_cast<double>(candidates_[i].logit - max));
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    size_t cut = keep;
+    for (size_t i = 0; i < keep; ++i) {
+      cum += p[i] / sum;
+      if (cum >= params_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+    keep = cut;
+  }
+  if (params_.min_p > 0.0f) {
+    size_t cut = 1;
+    while (cut < keep && p[cut] >= params_.min_p * p[0]) ++cut;
+    keep = cut;
+  }
+  // Temperature, then draw.
+  std::vector<double> weights(keep);
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    total += weights[i] =
+        std::exp(static_cast<double>(candidates_[i].logit - max) / params_.temperature);
+  }
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  double u = uniform(rng_);
+  for (size_t i = 0; i < keep; ++i) {
+    u -= weights[i];
+    if (u < 0) return candidates_[i].id;
+  }
+  return candidates_[keep - 1].id;
+}
+
+}  // namespace daisy::runtime

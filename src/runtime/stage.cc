@@ -1,0 +1,307 @@
+#include "runtime/stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/activations.h"
+
+namespace daisy::runtime {
+namespace {
+constexpr size_t kActAlign = 64;
+size_t ActStride(const kernels::WeightMatrix& w) {
+  return (kernels::ActRowBytes(w.type, w.cols) + kActAlign - 1) / kActAlign * kActAlign;
+}
+}  // namespace
+
+Stage::Stage(const model::LlamaModel& model, const StageOptions& options,
+             const kernels::KernelTable& kernels, ThreadPool& pool)
+    : config_(model.config()),
+      weights_(model.weights()),
+      options_(options),
+      kernels_(kernels),
+      pool_(pool),
+      kv_(KvCacheOptions{}) {
+  if (options_.last_layer < 0) options_.last_layer = config_.n_layers;
+  q_dim_ = config_.n_heads * config_.head_dim;
+  kv_dim_ = config_.n_kv_heads * config_.head_dim;
+  kv_ = KvCache(KvCacheOptions{options_.last_layer - options_.first_layer, kv_dim_,
+                               options_.seq_capacity, options_.max_seqs,
+                               options_.kv_budget_bytes});
+  const size_t n = options_.max_batch_rows;
+  const size_t d = config_.d_model;
+  x_.resize(n * d);
+  xn_.resize(n * d);
+  q_.resize(n * q_dim_);
+  k_.resize(n * kv_dim_);
+  v_.resize(n * kv_dim_);
+  att_.resize(n * q_dim_);
+  tmp_.resize(n * d);
+  gate_.resize(n * config_.d_ff);
+  up_.resize(n * config_.d_ff);
+  const int64_t widest = std::max<int64_t>({config_.d_model, config_.d_ff, q_dim_});
+  // Room for three converted copies (q/k/v of different types share one input).
+  act_.resize(3 * n * (kernels::ActRowBytes(kernels::WeightType::kF32, widest) + kActAlign) + kActAlign);
+  scores_.resize(static_cast<size_t>(pool_.size()) * options_.seq_capacity);
+  rope_.resize(n * config_.head_dim);
+}
+
+Status Stage::Validate(std::span<const BatchRow> rows, std::span<const float> hidden_in,
+                       std::span<float> out, std::vector<SeqRun>& runs) const {
+  const int n = static_cast<int>(rows.size());
+  if (n == 0) return InvalidArgument("empty batch");
+  if (n > options_.max_batch_rows) {
+    return InvalidArgument("batch of %d rows exceeds this stage's maximum of %d", n,
+                           options_.max_batch_rows);
+  }
+  int n_logits = 0;
+  for (int r = 0; r < n; ++r) {
+    const BatchRow& row = rows[r];
+    if (options_.embeddings && (row.token < 0 || row.token >= config_.n_vocab)) {
+      return InvalidArgument("row %d: token %d is outside the vocabulary of %d", r, row.token,
+                             config_.n_vocab);
+    }
+    if (row.pos < 0) return InvalidArgument("row %d: negative position %d", r, row.pos);
+    n_logits += row.want_logits ? 1 : 0;
+    if (r > 0 && rows[r - 1].seq == row.seq) {
+      if (row.pos != rows[r - 1].pos + 1) {
+        return InvalidArgument("row %d: sequence %d jumps from position %d to %d", r, row.seq,
+                               rows[r - 1].pos, row.pos);
+      }
+      runs.back().end = r + 1;
+    } else {
+      for (const SeqRun& s : runs) {
+        if (s.seq == row.seq) {
+          return InvalidArgument("sequence %d appears in two separate runs of rows", row.seq);
+        }
+      }
+      runs.push_back({row.seq, r, r + 1});
+    }
+  }
+  if (!options_.embeddings && hidden_in.size() != static_cast<size_t>(n) * config_.d_model) {
+    return InvalidArgument("hidden input has %zu floats, expected %d x %d", hidden_in.size(), n,
+                           config_.d_model);
+  }
+  const size_t want_out = options_.head ? static_cast<size_t>(n_logits) * config_.n_vocab
+                                        : static_cast<size_t>(n) * config_.d_model;
+  if (out.size() != want_out) {
+    return InvalidArgument("output has room for %zu floats, expected %zu", out.size(), want_out);
+  }
+  return Status::Ok();
+}
+
+Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hidden_in,
+                      std::span<float> out) {
+  std::vector<SeqRun> runs;
+  DAISY_RETURN_IF_ERROR(Validate(rows, hidden_in, out, runs));
+  // Check every sequence before changing any, so that a refused batch changes nothing.
+  for (const SeqRun& s : runs) {
+    const int32_t len = kv_.Length(s.seq);
+    const int32_t start = rows[s.begin].pos;
+    if (start > len) {
+      return OutOfRange("sequence %d has %d positions; rows cannot start at %d", s.seq, len, start);
+    }
+    if (start + (s.end - s.begin) > options_.seq_capacity) {
+      return OutOfRange("sequence %d would reach %d positions; the KV cache holds %d per sequence",
+                        s.seq, start + (s.end - s.begin), options_.seq_capacity);
+    }
+  }
+  for (const SeqRun& s : runs) {
+    DAISY_RETURN_IF_ERROR(kv_.Prepare(s.seq, rows[s.begin].pos, s.end - s.begin));
+  }
+  const int n = static_cast<int>(rows.size());
+  const int64_t d = config_.d_model;
+  if (options_.embeddings) {
+    pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        kernels::DequantizeRow(weights_.token_embd, rows[r].token, &x_[r * d]);
+      }
+    });
+  } else {
+    std::memcpy(x_.data(), hidden_in.data(), n * d * sizeof(float));
+  }
+  for (int l = options_.first_layer; l < options_.last_layer; ++l) Layer(l, rows, n);
+  for (const SeqRun& s : runs) kv_.SetLength(s.seq, rows[s.end - 1].pos + 1);
+
+  if (!options_.head) {
+    std::memcpy(out.data(), x_.data(), n * d * sizeof(float));
+    return Status::Ok();
+  }
+  // Final norm and LM head for the rows that want logits only.
+  int m = 0;
+  for (int r = 0; r < n; ++r) {
+    if (rows[r].want_logits) std::memcpy(&tmp_[m++ * d], &x_[r * d], d * sizeof(float));
+  }
+  RmsNorm(tmp_.data(), weights_.output_norm, m, xn_.data());
+  Project(xn_.data(), m, {&weights_.output}, {out.data()});
+  return Status::Ok();
+}
+
+void Stage::Layer(int l, std::span<const BatchRow> rows, int n) {
+  const model::LayerWeights& w = weights_.layers[l];
+  const int64_t d = config_.d_model, ff = config_.d_ff;
+  // Attention block: x += Wo * Attention(Rope(Wq xn), Rope(Wk xn), Wv xn), xn = RmsNorm(x).
+  RmsNorm(x_.data(), w.attn_norm, n, xn_.data());
+  Project(xn_.data(), n, {&w.wq, &w.wk, &w.wv}, {q_.data(), k_.data(), v_.data()});
+  Rope(q_.data(), config_.n_heads, rows, n);
+  Rope(k_.data(), config_.n_kv_heads, rows, n);
+  Attention(l, rows, n);
+  Project(att_.data(), n, {&w.wo}, {tmp_.data()});
+  for (int64_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
+  // Feed-forward block: x += Wdown * (silu(Wgate xn) * Wup xn), xn = RmsNorm(x).
+  RmsNorm(x_.data(), w.ffn_norm, n, xn_.data());
+  Project(xn_.data(), n, {&w.w_gate, &w.w_up}, {gate_.data(), up_.data()});
+  pool_.ParallelFor(n * ff, 256, [&](int, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float g = gate_[i];
+      gate_[i] = (g / (1.0f + std::exp(-g))) * up_[i];
+    }
+  });
+  Project(gate_.data(), n, {&w.w_down}, {tmp_.data()});
+  for (int64_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
+}
+
+void Stage::Project(const float* x, int n, std::initializer_list<const kernels::WeightMatrix*> ws,
+                    std::initializer_list<float*> ys) {
+  const kernels::WeightMatrix* mats[3];
+  float* outs[3];
+  const int count = static_cast<int>(ws.size());
+  DAISY_CHECK(count >= 1 && count <= 3 && ys.size() == ws.size());
+  std::copy(ws.begin(), ws.end(), mats);
+  std::copy(ys.begin(), ys.end(), outs);
+  // Convert the input once per distinct weight type (usually once).
+  uint8_t* base = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(act_.data()) + kActAlign - 1) / kActAlign * kActAlign);
+  const uint8_t* acts[3];
+  size_t strides[3];
+  size_t offset = 0;
+  for (int i = 0; i < count; ++i) {
+    int same = -1;
+    for (int j = 0; j < i; ++j) {
+      if (mats[j]->type == mats[i]->type) same = j;
+    }
+    strides[i] = ActStride(*mats[i]);
+    if (same >= 0) {
+      acts[i] = acts[same];
+      continue;
+    }
+    uint8_t* dst = base + offset;
+    acts[i] = dst;
+    offset += strides[i] * n;
+    const kernels::WeightMatrix& m = *mats[i];
+    pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        kernels::ConvertActRow(m.type, x + r * m.cols, m.cols, dst + r * strides[i]);
+      }
+    });
+  }
+  // One parallel loop over the concatenated output rows of all matrices.
+  int64_t total = 0;
+  int64_t starts[4];
+  for (int i = 0; i < count; ++i) {
+    starts[i] = total;
+    total += mats[i]->rows;
+  }
+  starts[count] = total;
+  pool_.ParallelFor(total, 16, [&](int, int64_t b, int64_t e) {
+    for (int i = 0; i < count; ++i) {
+      const int64_t lo = std::max(b, starts[i]), hi = std::min(e, starts[i + 1]);
+      if (lo >= hi) continue;
+      const kernels::WeightMatrix& m = *mats[i];
+      kernels_.matmul[static_cast<int>(m.type)](m, acts[i], strides[i], n, outs[i], m.rows,
+                                                lo - starts[i], hi - starts[i]);
+    }
+  });
+}
+
+void Stage::RmsNorm(const float* x, const float* weight, int n, float* y) {
+  const int64_t d = config_.d_model;
+  const float eps = config_.rms_eps;
+  pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = x + r * d;
+      float* yr = y + r * d;
+      // As ggml: squares summed in double, mean and scale in float.
+      double sum = 0.0;
+      for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+      const float mean = static_cast<float>(sum / static_cast<double>(d));
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] * scale) * weight[i];
+    }
+  });
+}
+
+void Stage::Rope(float* v, int n_heads, std::span<const BatchRow> rows, int n) {
+  const int hd = config_.head_dim;
+  const int64_t width = static_cast<int64_t>(n_heads) * hd;
+  const float theta_scale = std::pow(config_.rope_theta, -2.0f / static_cast<float>(hd));
+  const float* factors = weights_.rope_freqs;
+  pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      // llama.cpp's NORM rope: pairs (2i, 2i+1) turned by pos * theta_scale^i / factor_i, the
+      // power built by repeated multiplication as ggml does.
+      float* cs = &rope_[r * hd];
+      float theta = static_cast<float>(rows[r].pos);
+      for (int i = 0; i < hd / 2; ++i) {
+        const float t = factors != nullptr ? theta / factors[i] : theta;
+        cs[2 * i] = std::cos(t);
+        cs[2 * i + 1] = std::sin(t);
+        theta *= theta_scale;
+      }
+      float* row = v + r * width;
+      for (int h = 0; h < n_heads; ++h) {
+        float* p = row + h * hd;
+        for (int i = 0; i < hd / 2; ++i) {
+          const float x0 = p[2 * i], x1 = p[2 * i + 1];
+          p[2 * i] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
+          p[2 * i + 1] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+        }
+      }
+    }
+  });
+}
+
+void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
+  const int hd = config_.head_dim;
+  const int local = l - options_.first_layer;
+  // Store this batch's keys and values first: a row attends to every earlier position of its
+  // sequence, including rows earlier in this batch.
+  for (int r = 0; r < n; ++r) {
+    std::memcpy(kv_.Key(rows[r].seq, local, rows[r].pos), &k_[r * kv_dim_], kv_dim_ * sizeof(float));
+    std::memcpy(kv_.Value(rows[r].seq, local, rows[r].pos), &v_[r * kv_dim_], kv_dim_ * sizeof(float));
+  }
+  const int group = config_.n_heads / config_.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const KvCache& kv = kv_;
+  pool_.ParallelFor(static_cast<int64_t>(n) * config_.n_heads, 1, [&](int thread, int64_t b, int64_t e) {
+    float* scores = &scores_[static_cast<size_t>(thread) * options_.seq_capacity];
+    for (int64_t task = b; task < e; ++task) {
+      const int r = static_cast<int>(task / config_.n_heads);
+      const int h = static_cast<int>(task % config_.n_heads);
+      const int kvh = h / group;
+      const int32_t seq = rows[r].seq, len = rows[r].pos + 1;
+      const float* q = &q_[r * q_dim_ + h * hd];
+      const float* keys = kv.Keys(seq, local) + kvh * hd;
+      const float* values = kv.Values(seq, local) + kvh * hd;
+      float max = -INFINITY;
+      for (int32_t t = 0; t < len; ++t) {
+        scores[t] = kernels_.dot_f32(q, keys + static_cast<int64_t>(t) * kv_dim_, hd) * scale;
+        max = std::max(max, scores[t]);
+      }
+      double sum = 0.0;
+      for (int32_t t = 0; t < len; ++t) {
+        scores[t] = std::exp(scores[t] - max);
+        sum += scores[t];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* out = &att_[r * q_dim_ + h * hd];
+      std::fill(out, out + hd, 0.0f);
+      for (int32_t t = 0; t < len; ++t) {
+        kernels_.axpy_f32(scores[t] * inv, values + static_cast<int64_t>(t) * kv_dim_, out, hd);
+      }
+    }
+  });
+}
+
+}  // namespace daisy::runtime
