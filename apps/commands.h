@@ -13,6 +13,8 @@ Runner AddGenModel(CLI::App& app);
 Runner AddInspect(CLI::App& app);
 Runner AddTokenize(CLI::App& app);
 Runner AddDetokenize(CLI::App& app);
+Runner AddRun(CLI::App& app);
+Runner AddScore(CLI::App& app);
 
 // Prints "daisy: error: <message>" to stderr and returns the exit code for failures.
 int Fail(const std::string& message);

@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   add("inspect", "Show a GGUF file's metadata and tensors", daisy::apps::AddInspect);
   add("tokenize", "Turn text into token ids with a model's tokenizer", daisy::apps::AddTokenize);
   add("detokenize", "Turn token ids back into text", daisy::apps::AddDetokenize);
+  add("run", "Generate text with a model on this machine", daisy::apps::AddRun);
+  add("score", "Log-probabilities of every position of a token sequence (teacher forcing)",
+      daisy::apps::AddScore);
 
   CLI11_PARSE(app, argc, argv);
   daisy::SetLogLevel(verbose ? daisy::LogLevel::kDebug

@@ -1,0 +1,199 @@
+// daisy run (generate text on one machine) and daisy score (teacher-forced log-probabilities).
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "kernels/kernel_table.h"
+#include "model/llama_weights.h"
+#include "runtime/generate.h"
+#include "runtime/stage.h"
+#include "tokenizer/tokenizer.h"
+
+namespace daisy::apps {
+namespace {
+
+struct RunFlags {
+  std::string model;
+  std::string prompt;
+  std::string ids;
+  bool has_prompt = false;
+  int n_predict = 16;
+  int threads = 0;
+  int ctx = 0;
+  int batch = 256;
+  runtime::SamplingParams sampling;
+  bool ignore_eos = false;
+  bool json = false;
+  std::string kernels;
+  int top_logprobs = 5;  // score only
+};
+
+Result<std::vector<int32_t>> ParseIds(const std::string& text, int n_vocab) {
+  std::vector<int32_t> ids;
+  for (const std::string& part : StrSplit(text, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || v < 0 || v >= n_vocab) {
+      return InvalidArgument("--ids: '%s' is not a token id below %d", part.c_str(), n_vocab);
+    }
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+struct Loaded {
+  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<runtime::ThreadPool> pool;
+  const kernels::KernelTable* kernels = nullptr;
+};
+
+Result<Loaded> Load(const RunFlags& f) {
+  Loaded l;
+  l.kernels = &kernels::BestKernels();
+  if (!f.kernels.empty()) {
+    l.kernels = kernels::FindKernels(f.kernels.c_str());
+    if (l.kernels == nullptr) {
+      return InvalidArgument("--kernels %s is not supported on this CPU", f.kernels.c_str());
+    }
+  }
+  l.pool = std::make_unique<runtime::ThreadPool>(f.threads);
+  DAISY_ASSIGN_OR_RETURN(l.model, model::LlamaModel::Load(f.model, {.threads = l.pool->size()}));
+  DAISY_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromGguf(l.model->reader()));
+  l.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  return l;
+}
+
+Result<std::vector<int32_t>> PromptIds(const RunFlags& f, const tokenizer::Tokenizer& tok) {
+  if (f.has_prompt == !f.ids.empty()) return InvalidArgument("give exactly one of -p and --ids");
+  if (!f.ids.empty()) return ParseIds(f.ids, tok.n_vocab());
+  // Text prompts: BOS as the model asks, special-token text recognised (as llama.cpp's CLI).
+  return tok.Encode(f.prompt, /*parse_special=*/true, /*add_bos=*/true);
+}
+
+int Run(const RunFlags& f) {
+  auto loaded = Load(f);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  Loaded& l = *loaded;
+  auto prompt = PromptIds(f, *l.tokenizer);
+  if (!prompt.ok()) return Fail(prompt.status().message());
+  const int ctx = f.ctx > 0 ? f.ctx : static_cast<int>(prompt->size()) + f.n_predict;
+  if (ctx > l.model->config().context_length) {
+    DAISY_LOG_WARN("context %d is longer than the model's %d", ctx, l.model->config().context_length);
+  }
+  runtime::Stage stage(*l.model,
+                       {.max_batch_rows = std::max(1, f.batch), .seq_capacity = ctx, .max_seqs = 1},
+                       *l.kernels, *l.pool);
+  runtime::GenerateOptions options;
+  options.max_tokens = f.n_predict;
+  options.prefill_chunk = f.batch;
+  options.sampling = f.sampling;
+  if (!f.ignore_eos) options.is_eog = [&](int32_t t) { return l.tokenizer->is_eog(t); };
+  tokenizer::StreamDecoder stream(*l.tokenizer, /*special=*/false);
+  std::string text;
+  const auto on_token = [&](int32_t id) {
+    const std::string piece = stream.Push(id);
+    text += piece;
+    if (!f.json) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  runtime::GenerateStats stats;
+  auto ids = runtime::Generate(stage, 0, *prompt, options, on_token, &stats);
+  if (!ids.ok()) return Fail(ids.status().message());
+  const std::string rest = stream.Flush();
+  text += rest;
+  const double prompt_tps = stats.prompt_seconds > 0 ? stats.prompt_tokens / stats.prompt_seconds : 0;
+  // Decode speed counts the forwards after the first token: (generated - 1) of them.
+  const double decode_tps = stats.generated > 1 && stats.decode_seconds > 0
+                                ? (stats.generated - 1) / stats.decode_seconds : 0;
+  if (f.json) {
+    nlohmann::json j = {{"ids", *ids},
+                        {"text", text},
+                        {"prompt_tokens", stats.prompt_tokens},
+                        {"generated_tokens", stats.generated},
+                        {"prompt_tok_s", prompt_tps},
+                        {"decode_tok_s", decode_tps},
+                        {"threads", l.pool->size()},
+                        {"kernels", l.kernels->name}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::printf("\n");
+  }
+  std::fprintf(stderr, "daisy: prompt %d tokens, %.2f tok/s; generated %d tokens, %.2f tok/s (%s, %d threads)\n",
+               stats.prompt_tokens, prompt_tps, stats.generated, decode_tps, l.kernels->name,
+               l.pool->size());
+  return 0;
+}
+
+int Score(const RunFlags& f) {
+  auto loaded = Load(f);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  Loaded& l = *loaded;
+  auto tokens = PromptIds(f, *l.tokenizer);
+  if (!tokens.ok()) return Fail(tokens.status().message());
+  runtime::Stage stage(*l.model,
+                       {.max_batch_rows = std::max(1, f.batch),
+                        .seq_capacity = static_cast<int>(tokens->size()), .max_seqs = 1},
+                       *l.kernels, *l.pool);
+  auto scores = runtime::Score(stage, 0, *tokens, f.top_logprobs, f.batch);
+  if (!scores.ok()) return Fail(scores.status().message());
+  nlohmann::json positions = nlohmann::json::array();
+  for (const auto& s : *scores) {
+    nlohmann::json top = nlohmann::json::array();
+    for (auto [id, lp] : s.top) top.push_back({id, lp});
+    positions.push_back({{"next", s.next}, {"next_logprob", s.next_logprob}, {"top", top}});
+  }
+  nlohmann::json j = {{"tokens", *tokens}, {"positions", positions}, {"kernels", l.kernels->name}};
+  std::printf("%s\n", j.dump().c_str());
+  return 0;
+}
+
+void AddCommon(CLI::App& app, const std::shared_ptr<RunFlags>& f) {
+  app.add_option("-m,--model", f->model, "Model GGUF")->required();
+  app.add_option("-p,--prompt", f->prompt, "Prompt text (BOS added as the model asks)")
+      ->each([f](const std::string&) { f->has_prompt = true; });
+  app.add_option("--ids", f->ids, "Prompt as comma-separated token ids (no BOS added)");
+  app.add_option("-t,--threads", f->threads, "Threads (default: all cores)");
+  app.add_option("-b,--batch", f->batch, "Rows per prefill forward")->capture_default_str();
+  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
+}
+
+}  // namespace
+
+Runner AddRun(CLI::App& app) {
+  auto f = std::make_shared<RunFlags>();
+  AddCommon(app, f);
+  app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate")->capture_default_str();
+  app.add_option("-c,--ctx", f->ctx, "KV positions (default: prompt + n)");
+  app.add_option("--temp", f->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
+  app.add_option("--top-k", f->sampling.top_k, "Top-k (0: off)")->capture_default_str();
+  app.add_option("--top-p", f->sampling.top_p, "Top-p (1: off)")->capture_default_str();
+  app.add_option("--min-p", f->sampling.min_p, "Min-p (0: off)")->capture_default_str();
+  app.add_option("--repeat-penalty", f->sampling.repeat_penalty, "Repetition penalty (1: off)")
+      ->capture_default_str();
+  app.add_option("--repeat-last-n", f->sampling.repeat_last_n, "Tokens the penalty looks back")
+      ->capture_default_str();
+  app.add_option("--seed", f->sampling.seed, "Sampling seed")->capture_default_str();
+  app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
+  app.add_flag("--json", f->json, "Print one JSON object (ids, text, speeds) instead of text");
+  return [f] { return Run(*f); };
+}
+
+Runner AddScore(CLI::App& app) {
+  auto f = std::make_shared<RunFlags>();
+  AddCommon(app, f);
+  app.add_option("--top", f->top_logprobs, "Log-probabilities to list per position")
+      ->capture_default_str();
+  app.add_flag("--json", f->json, "JSON output (the only format)");
+  return [f] { return Score(*f); };
+}
+
+}  // namespace daisy::apps
