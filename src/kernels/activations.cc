@@ -14,16 +14,17 @@ size_t ActRowBytes(WeightType type, int64_t cols) {
     case WeightType::kBF16: return static_cast<size_t>(cols) * sizeof(float);
     case WeightType::kQ8_0:
     case WeightType::kQ4_0:
-      // qs (cols) + lane sums (cols / 4 int32 = cols bytes) + scales (cols / 32 floats).
-      return static_cast<size_t>(cols) * 2 + static_cast<size_t>(cols / kQBlock) * sizeof(float);
+      // qs (pc) + lane biases (pc / 4 int32 = pc bytes) + scales (pc / 32 floats).
+      return static_cast<size_t>(PaddedBlocks(cols)) * (2 * kQBlock + sizeof(float));
   }
   return 0;
 }
 
 ActQ8View ViewActQ8(const void* row, int64_t cols) {
   const auto* p = static_cast<const uint8_t*>(row);
-  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const int32_t*>(p + cols),
-          reinterpret_cast<const float*>(p + cols + cols)};
+  const int64_t pc = PaddedBlocks(cols) * kQBlock;
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const int32_t*>(p + pc),
+          reinterpret_cast<const float*>(p + 2 * pc)};
 }
 
 void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out) {
@@ -43,9 +44,12 @@ void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out) {
     case WeightType::kQ4_0: break;
   }
   auto* p = static_cast<uint8_t*>(out);
+  const int64_t pc = PaddedBlocks(cols) * kQBlock;
   int8_t* qs = reinterpret_cast<int8_t*>(p);
-  int32_t* bias = reinterpret_cast<int32_t*>(p + cols);
-  float* d = reinterpret_cast<float*>(p + 2 * cols);
+  int32_t* bias = reinterpret_cast<int32_t*>(p + pc);
+  float* d = reinterpret_cast<float*>(p + 2 * pc);
+  std::memset(qs + cols, 0, pc - cols);
+  if (pc > cols) d[pc / kQBlock - 1] = 0.f;
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const float* xb = x + b * kQBlock;
     float amax = 0.f;
@@ -58,7 +62,7 @@ void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out) {
     }
   }
   const int32_t factor = type == WeightType::kQ4_0 ? -8 : 0;
-  for (int64_t i = 0; i < cols / 4; ++i) {
+  for (int64_t i = 0; i < pc / 4; ++i) {
     bias[i] = factor * (qs[4 * i] + qs[4 * i + 1] + qs[4 * i + 2] + qs[4 * i + 3]);
   }
 }

@@ -14,7 +14,8 @@ namespace daisy::kernels {
 
 // Layout of one converted row of `cols` elements for weights of `type`:
 //   float types: float values[cols]
-//   q8 types:    int8_t qs[cols] | int32_t lane_bias[cols / 4] | float d[cols / 32]
+//   q8 types:    int8_t qs[pc] | int32_t lane_bias[pc / 4] | float d[pc / 32], with
+//                pc = PaddedBlocks(cols) * 32 (a padding block is all zeros)
 // For q4_0 weights lane_bias[i] = -8 * (qs[4i] + qs[4i+1] + qs[4i+2] + qs[4i+3]): integer
 // kernels multiply the unsigned nibbles (0..15) by qs and start each 4-element lane from this
 // bias, which gives sum((nibble - 8) * q) exactly. For q8_0 weights lane_bias is zero.

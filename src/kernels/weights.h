@@ -17,12 +17,15 @@ const char* WeightTypeName(WeightType type);
 //   kF32:  float    data[rows][cols]
 //   kF16:  uint16_t data[rows][cols]   (IEEE half)
 //   kBF16: uint16_t data[rows][cols]
-//   kQ8_0: int8_t   data[rows][cols]            float scales[rows][cols / 32]
-//   kQ4_0: uint8_t  data[rows][cols / 2]        float scales[rows][cols / 32]
-//          per 32-element block 16 bytes: byte j = element j (low nibble) | element j + 16
-//          (high nibble), value = scale * (nibble - 8), exactly GGUF's q4_0 without the scales.
-// Quantised scales are f16 values widened to float (exact), kept apart from the quants so that
-// SIMD loads are aligned and scales load 16 at a time. A view: owns nothing.
+//   kQ8_0: int8_t   data[rows][nbp * 32]        float scales[rows][nbp]
+//   kQ4_0: uint8_t  data[rows][nbp * 16]        float scales[rows][nbp]
+// where nbp = PaddedBlocks(cols): the row's 32-element blocks rounded up to an even count (a
+// padding block has zero quants — nibble 8 for q4_0 — and scale 0, so it adds exactly 0).
+// q4_0 stores blocks in pairs: for blocks 2p and 2p+1, 32 bytes where byte k = element k of
+// block 2p (low nibble) | element k of block 2p+1 (high nibble); value = scale * (nibble - 8).
+// So one 32-byte load and a shift/mask give 64 weights in element order. Quantised scales are
+// the f16 values widened to float (exact), kept apart from the quants so SIMD loads stay
+// aligned. A view: owns nothing.
 struct WeightMatrix {
   WeightType type = WeightType::kF32;
   int64_t rows = 0;
@@ -30,6 +33,9 @@ struct WeightMatrix {
   const void* data = nullptr;
   const float* scales = nullptr;  // quantised types only
 };
+
+// 32-element blocks per row rounded up to an even number (quantised layouts).
+inline int64_t PaddedBlocks(int64_t cols) { return (cols / kQBlock + 1) / 2 * 2; }
 
 // Bytes of `data` (and of `scales`) for a packed [rows, cols] matrix of `type`.
 size_t PackedDataBytes(WeightType type, int64_t rows, int64_t cols);
@@ -40,6 +46,9 @@ size_t PackedScaleBytes(WeightType type, int64_t rows, int64_t cols);
 // PackedDataBytes/PackedScaleBytes. Float types are a plain copy.
 void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
                   float* scales);
+
+// The 4-bit code (0..15) of element i of a packed q4_0 row.
+int Q4Nibble(const uint8_t* row, int64_t i);
 
 // Row `o` of the matrix as floats (the reference dequantisation); `out` has cols entries.
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out);

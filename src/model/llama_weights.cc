@@ -21,8 +21,6 @@ Result<kernels::WeightType> ToWeightType(gguf::TensorType t) {
   }
 }
 
-void FreeAligned(uint8_t* p) { std::free(p); }
-
 }  // namespace
 
 Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_t rows,
@@ -46,9 +44,10 @@ Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_
     const size_t data_bytes = kernels::PackedDataBytes(*type, rows, cols);
     const size_t scale_bytes = kernels::PackedScaleBytes(*type, rows, cols);
     const size_t total = (data_bytes + 63) / 64 * 64 + scale_bytes;
-    auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
+    AlignedBuffer buffer = AlignedBuffer::Allocate(total);  // huge pages: see aligned_buffer.h
+    uint8_t* p = buffer.data();
     if (p == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", total, name.c_str());
-    storage_.emplace_back(p, FreeAligned);
+    storage_.push_back(std::move(buffer));
     float* scales = reinterpret_cast<float*>(p + (data_bytes + 63) / 64 * 64);
     pending_.push_back({*type, m.data, rows, cols, p, scales});
     m.data = p;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/status.h"
 #include "gguf/reader.h"
 #include "kernels/weights.h"
@@ -76,7 +77,7 @@ class LlamaModel {
     float* scales;
   };
   std::vector<Pending> pending_;
-  std::vector<std::unique_ptr<uint8_t[], void (*)(uint8_t*)>> storage_;
+  std::vector<AlignedBuffer> storage_;
 };
 
 }  // namespace daisy::model

@@ -30,7 +30,11 @@ Status KvCache::Prepare(int32_t seq, int32_t start_pos, int32_t n_new) {
                         seq, n_new, options_.seq_capacity);
     }
     Seq s;
-    s.data.reset(new float[bytes_per_sequence() / sizeof(float)]);
+    s.data = AlignedBuffer::Allocate(bytes_per_sequence());
+    if (s.data.data() == nullptr) {
+      return ResourceExhausted("cannot allocate %s of KV cache for sequence %d",
+                               HumanBytes(bytes_per_sequence()).c_str(), seq);
+    }
     it = seqs_.emplace(seq, std::move(s)).first;
   }
   Seq& s = it->second;
@@ -70,7 +74,7 @@ int32_t KvCache::Length(int32_t seq) const {
 
 float* KvCache::Slot(const Seq& s, int layer, int which, int32_t pos) const {
   const size_t per_layer = static_cast<size_t>(2) * options_.seq_capacity * options_.kv_dim;
-  return s.data.get() + layer * per_layer +
+  return s.data.as<float>() + layer * per_layer +
          (static_cast<size_t>(which) * options_.seq_capacity + pos) * options_.kv_dim;
 }
 

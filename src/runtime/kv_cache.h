@@ -11,6 +11,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "base/aligned_buffer.h"
 #include "base/status.h"
 
 namespace daisy::runtime {
@@ -55,7 +56,7 @@ class KvCache {
 
  private:
   struct Seq {
-    std::unique_ptr<float[]> data;  // [n_layers][2][capacity][kv_dim]
+    AlignedBuffer data;  // float [n_layers][2][capacity][kv_dim]
     int32_t length = 0;
   };
   float* Slot(const Seq& s, int layer, int which, int32_t pos) const;

@@ -22,15 +22,6 @@ inline float HorizontalSum(__m256 v) {
 
 // ---- quantised weights x q8 activations -------------------------------------------------
 
-// 32 weights of block b of row o as bytes: q4_0 -> unsigned nibbles 0..15 in element order.
-inline __m256i LoadQ4Block(const uint8_t* q) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-  const __m128i mask = _mm_set1_epi8(0x0f);
-  const __m128i lo = _mm_and_si128(raw, mask);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), mask);
-  return _mm256_set_m128i(hi, lo);
-}
-
 // Integer dot of one block as 8 int32 lanes (lane i = elements 4i..4i+3).
 template <WeightType kType>
 inline __m256i BlockDot(__m256i w, const int8_t* xq, const int32_t* bias) {
@@ -51,28 +42,42 @@ inline __m256i BlockDot(__m256i w, const int8_t* xq, const int32_t* bias) {
 template <WeightType kType, int kRO, int kRX>
 void QTile(const WeightMatrix& w, const ActQ8View* x, int64_t o0, float* y, size_t y_stride,
            int r0) {
-  const int64_t nb = w.cols / kQBlock;
-  constexpr int64_t kBlockBytes = kType == WeightType::kQ4_0 ? 16 : 32;
+  // Blocks go in pairs (the packed layout pads rows to an even count; padding adds exactly 0).
+  const int64_t nbp = PaddedBlocks(w.cols);
+  constexpr int64_t kPairBytes = kType == WeightType::kQ4_0 ? 32 : 64;
   const uint8_t* rows[kRO];
   const float* ws[kRO];
   for (int i = 0; i < kRO; ++i) {
-    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * nb * kBlockBytes;
-    ws[i] = w.scales + (o0 + i) * nb;
+    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * (nbp / 2) * kPairBytes;
+    ws[i] = w.scales + (o0 + i) * nbp;
   }
   __m256 acc[kRO][kRX];
   for (int i = 0; i < kRO; ++i) {
     for (int j = 0; j < kRX; ++j) acc[i][j] = _mm256_setzero_ps();
   }
-  for (int64_t b = 0; b < nb; ++b) {
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nbp; b += 2) {
+#pragma GCC unroll 4
     for (int i = 0; i < kRO; ++i) {
-      const __m256i wv =
-          kType == WeightType::kQ4_0
-              ? LoadQ4Block(rows[i] + b * kBlockBytes)
-              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[i] + b * kBlockBytes));
+      __m256i w0, w1;
+      const uint8_t* q = rows[i] + (b / 2) * kPairBytes;
+      if constexpr (kType == WeightType::kQ4_0) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+        w0 = _mm256_and_si256(raw, mask);
+        w1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+      } else {
+        w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+        w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
+      }
+#pragma GCC unroll 4
       for (int j = 0; j < kRX; ++j) {
-        const __m256i d = BlockDot<kType>(wv, x[j].qs + b * kQBlock, x[j].lane_bias + b * 8);
-        const __m256 scale = _mm256_set1_ps(ws[i][b] * x[j].d[b]);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[i][j]);
+        const __m256i d0 = BlockDot<kType>(w0, x[j].qs + b * kQBlock, x[j].lane_bias + b * 8);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(ws[i][b] * x[j].d[b]),
+                                    acc[i][j]);
+        const __m256i d1 =
+            BlockDot<kType>(w1, x[j].qs + (b + 1) * kQBlock, x[j].lane_bias + (b + 1) * 8);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1),
+                                    _mm256_set1_ps(ws[i][b + 1] * x[j].d[b + 1]), acc[i][j]);
       }
     }
   }

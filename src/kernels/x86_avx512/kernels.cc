@@ -25,92 +25,58 @@ inline __m512 PairBroadcast(const float* p) {
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(two));
 }
 
-// 64 weights (blocks b, b+1) as bytes. q4_0: the two blocks' 32 packed bytes become
-// [lo(b) hi(b) lo(b+1) hi(b+1)] nibbles, i.e. element order.
-template <WeightType kType>
-inline __m512i LoadPair(const uint8_t* q) {
-  if constexpr (kType == WeightType::kQ4_0) {
-    const __m512i raw = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-    const __m512i dup = _mm512_shuffle_i64x2(raw, raw, _MM_SHUFFLE(1, 1, 0, 0));
-    // Shift the odd 128-bit lanes right by 4 (their high nibbles), then keep 4 bits.
-    const __m512i shifted = _mm512_mask_srli_epi16(dup, 0xFF00FF00u, dup, 4);
-    return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0f));
-  } else {
-    return _mm512_loadu_si512(q);
-  }
-}
-
-template <WeightType kType>
-inline __m512i PairDot(__m512i w, __m512i w_abs, __mmask64 w_neg, const int8_t* xq,
-                       const int32_t* bias) {
-  const __m512i x = _mm512_loadu_si512(xq);
-  if constexpr (kType == WeightType::kQ4_0) {
-    // nibbles 0..15 times q, starting from -8 * lane sums: sum((nibble - 8) * q) per lane.
-    return _mm512_dpbusd_epi32(_mm512_loadu_si512(bias), w, x);
-  } else {
-    (void)w;
-    (void)bias;
-    // |w| * (q with w's sign).
-    const __m512i xs = _mm512_mask_sub_epi8(x, w_neg, _mm512_setzero_si512(), x);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, xs);
-  }
-}
-
 template <WeightType kType, int kRO, int kRX>
 void QTile(const WeightMatrix& w, const ActQ8View* x, int64_t o0, float* y, size_t y_stride,
            int r0) {
-  const int64_t nb = w.cols / kQBlock;
-  constexpr int64_t kBlockBytes = kType == WeightType::kQ4_0 ? 16 : 32;
+  // Blocks go in pairs (the packed layout pads rows to an even count; padding adds exactly 0).
+  const int64_t nbp = PaddedBlocks(w.cols);
+  constexpr int64_t kPairBytes = kType == WeightType::kQ4_0 ? 32 : 64;
   const uint8_t* rows[kRO];
   const float* ws[kRO];
   for (int i = 0; i < kRO; ++i) {
-    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * nb * kBlockBytes;
-    ws[i] = w.scales + (o0 + i) * nb;
+    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * (nbp / 2) * kPairBytes;
+    ws[i] = w.scales + (o0 + i) * nbp;
   }
   __m512 acc[kRO][kRX];
   for (int i = 0; i < kRO; ++i) {
     for (int j = 0; j < kRX; ++j) acc[i][j] = _mm512_setzero_ps();
   }
-  // Pairs of blocks; an odd last block is handled with the upper half masked off.
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool pair = b + 1 < nb;
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < nbp; b += 2) {
+    __m512i xq[kRX], xb[kRX];
     __m512 xd[kRX];
+#pragma GCC unroll 4
     for (int j = 0; j < kRX; ++j) {
-      xd[j] = pair ? PairBroadcast(x[j].d + b) : _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(x[j].d[b]));
+      xq[j] = _mm512_loadu_si512(x[j].qs + b * kQBlock);
+      if constexpr (kType == WeightType::kQ4_0) xb[j] = _mm512_loadu_si512(x[j].lane_bias + b * 8);
+      xd[j] = PairBroadcast(x[j].d + b);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < kRO; ++i) {
-      __m512i wv;
-      if (pair) {
-        wv = LoadPair<kType>(rows[i] + b * kBlockBytes);
-      } else if constexpr (kType == WeightType::kQ4_0) {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i] + b * 16));
-        const __m128i m = _mm_set1_epi8(0x0f);
-        const __m256i one = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
-        wv = _mm512_castsi256_si512(one);
-        wv = _mm512_maskz_mov_epi64(0x0F, wv);
-      } else {
-        wv = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, rows[i] + b * kBlockBytes);
-      }
-      const __m512i w_abs = kType == WeightType::kQ8_0 ? _mm512_abs_epi8(wv) : wv;
-      const __mmask64 w_neg = kType == WeightType::kQ8_0 ? _mm512_movepi8_mask(wv) : 0;
-      const __m512 wd = pair ? PairBroadcast(ws[i] + b)
-                             : _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(ws[i][b]));
-      for (int j = 0; j < kRX; ++j) {
-        __m512i d;
-        if (pair) {
-          d = PairDot<kType>(wv, w_abs, w_neg, x[j].qs + b * kQBlock, x[j].lane_bias + b * 8);
-        } else {
-          // Zero-extend the last block's activations so the upper lanes contribute 0.
-          const __m512i xq = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, x[j].qs + b * kQBlock);
-          const __m512i bias = kType == WeightType::kQ4_0
-                                   ? _mm512_maskz_loadu_epi32(0x00FF, x[j].lane_bias + b * 8)
-                                   : _mm512_setzero_si512();
-          const __m512i xs = kType == WeightType::kQ8_0
-                                 ? _mm512_mask_sub_epi8(xq, w_neg, _mm512_setzero_si512(), xq)
-                                 : xq;
-          d = _mm512_dpbusd_epi32(bias, w_abs, xs);
+      const uint8_t* q = rows[i] + (b / 2) * kPairBytes;
+      const __m512 wd = PairBroadcast(ws[i] + b);
+      if constexpr (kType == WeightType::kQ4_0) {
+        // [raw | raw]: low nibbles are block b, high nibbles (upper half shifted) block b+1.
+        const __m512i raw =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+        const __m512i wv = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
+#pragma GCC unroll 4
+        for (int j = 0; j < kRX; ++j) {
+          // nibbles 0..15 times q, from -8 * lane sums: sum((nibble - 8) * q) per lane.
+          const __m512i d = _mm512_dpbusd_epi32(xb[j], wv, xq[j]);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wd, xd[j]), acc[i][j]);
         }
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wd, xd[j]), acc[i][j]);
+      } else {
+        const __m512i wv = _mm512_loadu_si512(q);
+        const __m512i w_abs = _mm512_abs_epi8(wv);
+        const __mmask64 w_neg = _mm512_movepi8_mask(wv);
+#pragma GCC unroll 4
+        for (int j = 0; j < kRX; ++j) {
+          // |w| * (q with w's sign).
+          const __m512i xs = _mm512_mask_sub_epi8(xq[j], w_neg, _mm512_setzero_si512(), xq[j]);
+          const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, xs);
+          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wd, xd[j]), acc[i][j]);
+        }
       }
     }
   }
@@ -119,10 +85,85 @@ void QTile(const WeightMatrix& w, const ActQ8View* x, int64_t o0, float* y, size
   }
 }
 
+// One activation row (decode): the per-block scale products are formed 16 blocks at a time
+// (two loads and a multiply), and each pair's [s x8 | s' x8] vector is one permute of them.
+// Same arithmetic per dot as QTile: scale products are the same float multiplications.
+template <WeightType kType, int kRO>
+void QTileOneRow(const WeightMatrix& w, const ActQ8View& x, int64_t o0, float* y, size_t y_stride,
+                 int r0) {
+  const int64_t nbp = PaddedBlocks(w.cols);
+  constexpr int64_t kPairBytes = kType == WeightType::kQ4_0 ? 32 : 64;
+  const uint8_t* rows[kRO];
+  const float* ws[kRO];
+  for (int i = 0; i < kRO; ++i) {
+    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * (nbp / 2) * kPairBytes;
+    ws[i] = w.scales + (o0 + i) * nbp;
+  }
+  __m512 acc[kRO];
+  for (int i = 0; i < kRO; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  for (int64_t g = 0; g < nbp; g += 16) {
+    const int64_t left = nbp - g;  // even, >= 2
+    const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+    const __m512 xs16 = _mm512_maskz_loadu_ps(m, x.d + g);
+    __m512 sc[kRO];
+    for (int i = 0; i < kRO; ++i) sc[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, ws[i] + g), xs16);
+    const int64_t pairs = left >= 16 ? 8 : left / 2;
+    const auto step = [&](int64_t p, __m512i pick) {
+      const int64_t b = g + 2 * p;
+      const __m512i xq = _mm512_loadu_si512(x.qs + b * kQBlock);
+      __m512i xb = _mm512_setzero_si512();
+      if constexpr (kType == WeightType::kQ4_0) xb = _mm512_loadu_si512(x.lane_bias + b * 8);
+#pragma GCC unroll 8
+      for (int i = 0; i < kRO; ++i) {
+        const uint8_t* q = rows[i] + (b / 2) * kPairBytes;
+        // Several rows stream at once: prefetch ahead so each stream keeps DRAM busy.
+        if ((p & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
+        __m512i d;
+        if constexpr (kType == WeightType::kQ4_0) {
+          const __m512i raw =
+              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+          const __m512i wv =
+              _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
+          d = _mm512_dpbusd_epi32(xb, wv, xq);
+        } else {
+          const __m512i wv = _mm512_loadu_si512(q);
+          const __m512i xs = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wv),
+                                                  _mm512_setzero_si512(), xq);
+          d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wv), xs);
+        }
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(pick, sc[i]), acc[i]);
+      }
+    };
+    const __m512i base = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    if (pairs == 8) {
+      // Constant pick vectors: the compiler keeps them in registers.
+      step(0, base);
+      step(1, _mm512_add_epi32(base, _mm512_set1_epi32(2)));
+      step(2, _mm512_add_epi32(base, _mm512_set1_epi32(4)));
+      step(3, _mm512_add_epi32(base, _mm512_set1_epi32(6)));
+      step(4, _mm512_add_epi32(base, _mm512_set1_epi32(8)));
+      step(5, _mm512_add_epi32(base, _mm512_set1_epi32(10)));
+      step(6, _mm512_add_epi32(base, _mm512_set1_epi32(12)));
+      step(7, _mm512_add_epi32(base, _mm512_set1_epi32(14)));
+    } else {
+      for (int64_t p = 0; p < pairs; ++p) {
+        step(p, _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int>(2 * p))));
+      }
+    }
+  }
+  for (int i = 0; i < kRO; ++i) y[r0 * y_stride + o0 + i] = _mm512_reduce_add_ps(acc[i]);
+}
+
 template <WeightType kType, int kRX>
 void QRows(const WeightMatrix& w, const ActQ8View* x, int r0, float* y, size_t y_stride,
            int64_t o_begin, int64_t o_end) {
   int64_t o = o_begin;
+  if constexpr (kRX == 1) {
+    for (; o + 2 <= o_end; o += 2) QTileOneRow<kType, 2>(w, x[0], o, y, y_stride, r0);
+    for (; o < o_end; ++o) QTileOneRow<kType, 1>(w, x[0], o, y, y_stride, r0);
+    return;
+  }
   for (; o + 4 <= o_end; o += 4) QTile<kType, 4, kRX>(w, x, o, y, y_stride, r0);
   for (; o < o_end; ++o) QTile<kType, 1, kRX>(w, x, o, y, y_stride, r0);
 }

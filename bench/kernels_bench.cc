@@ -1,0 +1,111 @@
+// Matrix-kernel throughput per kernel table and weight type, against the machine's read
+// bandwidth measured in the same run. Prints one JSON object.
+//   daisy-bench-kernels [--rows 8192] [--cols 4096] [--batch 1] [--reps 5]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "kernels/activations.h"
+#include "kernels/kernel_table.h"
+#include "kernels/quant/blocks.h"
+#include "kernels/quant/float_formats.h"
+#include "kernels/weights.h"
+
+using namespace daisy::kernels;
+
+namespace {
+double Seconds(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Read bandwidth of one thread: sum a buffer much larger than the caches.
+double ReadBandwidth(const std::vector<uint64_t>& buf, int reps) {
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    const auto t = std::chrono::steady_clock::now();
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i < buf.size(); i += 4) {
+      a += buf[i];
+      b += buf[i + 1];
+      c += buf[i + 2];
+      d += buf[i + 3];
+    }
+    const double s = Seconds(t);
+    if (a + b + c + d == 42) std::printf(" ");
+    best = std::max(best, buf.size() * 8.0 / s / 1e9);
+  }
+  return best;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"daisy kernel benchmark"};
+  int64_t rows = 8192, cols = 4096;
+  int batch = 1, reps = 5;
+  app.add_option("--rows", rows);
+  app.add_option("--cols", cols);
+  app.add_option("--batch", batch);
+  app.add_option("--reps", reps);
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<uint64_t> big(static_cast<size_t>(1) << 27);  // 1 GiB
+  for (size_t i = 0; i < big.size(); ++i) big[i] = i;
+  nlohmann::json out;
+  out["read_gb_s_1thread"] = ReadBandwidth(big, 3);
+  big.clear();
+  big.shrink_to_fit();
+
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  std::vector<float> values(rows * cols);
+  for (float& v : values) v = dist(rng);
+  nlohmann::json results = nlohmann::json::array();
+  for (WeightType type : {WeightType::kQ4_0, WeightType::kQ8_0, WeightType::kF16}) {
+    std::vector<uint8_t> gguf;
+    if (type == WeightType::kQ4_0) {
+      gguf.resize(values.size() / 32 * 18);
+      QuantizeRowQ4_0(values.data(), reinterpret_cast<BlockQ4_0*>(gguf.data()), values.size());
+    } else if (type == WeightType::kQ8_0) {
+      gguf.resize(values.size() / 32 * 34);
+      QuantizeRowQ8_0(values.data(), reinterpret_cast<BlockQ8_0*>(gguf.data()), values.size());
+    } else {
+      gguf.resize(values.size() * 2);
+      Fp32ToFp16Row(values.data(), reinterpret_cast<uint16_t*>(gguf.data()), values.size());
+    }
+    std::vector<uint8_t> data(PackedDataBytes(type, rows, cols));
+    std::vector<float> scales(PackedScaleBytes(type, rows, cols) / 4);
+    PackFromGguf(type, gguf.data(), rows, cols, data.data(), scales.data());
+    const WeightMatrix w{type, rows, cols, data.data(), scales.data()};
+    const size_t stride = (ActRowBytes(type, cols) + 63) / 64 * 64;
+    std::vector<uint8_t> act(stride * batch);
+    for (int r = 0; r < batch; ++r) ConvertActRow(type, values.data() + r * cols, cols, act.data() + r * stride);
+    std::vector<float> y(rows * batch);
+    const double bytes = static_cast<double>(data.size() + scales.size() * 4);
+    for (const KernelTable* t : AllSupportedKernels()) {
+      if (std::strcmp(t->name, "scalar") == 0 && rows * cols > (1 << 24)) continue;
+      std::vector<double> secs;
+      for (int r = 0; r < reps; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        t->matmul[static_cast<int>(type)](w, act.data(), stride, batch, y.data(), rows, 0, rows);
+        secs.push_back(Seconds(start));
+      }
+      std::sort(secs.begin(), secs.end());
+      results.push_back({{"kernels", t->name},
+                         {"type", WeightTypeName(type)},
+                         {"batch", batch},
+                         {"median_ms", secs[secs.size() / 2] * 1e3},
+                         {"gb_s", bytes / secs[secs.size() / 2] / 1e9},
+                         {"gflops", 2.0 * rows * cols * batch / secs[secs.size() / 2] / 1e9}});
+    }
+  }
+  out["rows"] = rows;
+  out["cols"] = cols;
+  out["results"] = results;
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
