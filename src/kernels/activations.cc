@@ -14,17 +14,17 @@ size_t ActRowBytes(WeightType type, int64_t cols) {
     case WeightType::kBF16: return static_cast<size_t>(cols) * sizeof(float);
     case WeightType::kQ8_0:
     case WeightType::kQ4_0:
-      // qs (pc) + lane biases (pc / 4 int32 = pc bytes) + scales (pc / 32 floats).
-      return static_cast<size_t>(PaddedBlocks(cols)) * (2 * kQBlock + sizeof(float));
+      // qs (cols) + block sums (cols / 32 int32) + scales (cols / 32 floats).
+      return static_cast<size_t>(cols) + static_cast<size_t>(cols / kQBlock) * 8;
   }
   return 0;
 }
 
 ActQ8View ViewActQ8(const void* row, int64_t cols) {
   const auto* p = static_cast<const uint8_t*>(row);
-  const int64_t pc = PaddedBlocks(cols) * kQBlock;
-  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const int32_t*>(p + pc),
-          reinterpret_cast<const float*>(p + 2 * pc)};
+  const int64_t nb = cols / kQBlock;
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const int32_t*>(p + cols),
+          reinterpret_cast<const float*>(p + cols + nb * 4)};
 }
 
 void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out) {
@@ -44,12 +44,10 @@ void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out) {
     case WeightType::kQ4_0: break;
   }
   auto* p = static_cast<uint8_t*>(out);
-  const int64_t pc = PaddedBlocks(cols) * kQBlock;
+  const int64_t nb = cols / kQBlock;
   int8_t* qs = reinterpret_cast<int8_t*>(p);
-  int32_t* bias = reinterpret_cast<int32_t*>(p + pc);
-  float* d = reinterpret_cast<float*>(p + 2 * pc);
-  std::memset(qs + cols, 0, pc - cols);
-  if (pc > cols) d[pc / kQBlock - 1] = 0.f;
+  int32_t* sums = reinterpret_cast<int32_t*>(p + cols);
+  float* d = reinterpret_cast<float*>(p + cols + nb * 4);
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const float* xb = x + b * kQBlock;
     float amax = 0.f;
@@ -61,9 +59,10 @@ void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out) {
       qs[b * kQBlock + j] = static_cast<int8_t>(std::nearbyint(xb[j] * inv));
     }
   }
-  const int32_t factor = type == WeightType::kQ4_0 ? -8 : 0;
-  for (int64_t i = 0; i < pc / 4; ++i) {
-    bias[i] = factor * (qs[4 * i] + qs[4 * i + 1] + qs[4 * i + 2] + qs[4 * i + 3]);
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (int j = 0; j < kQBlock; ++j) sum += qs[b * kQBlock + j];
+    sums[b] = sum;
   }
 }
 

@@ -14,11 +14,9 @@ namespace daisy::kernels {
 
 // Layout of one converted row of `cols` elements for weights of `type`:
 //   float types: float values[cols]
-//   q8 types:    int8_t qs[pc] | int32_t lane_bias[pc / 4] | float d[pc / 32], with
-//                pc = PaddedBlocks(cols) * 32 (a padding block is all zeros)
-// For q4_0 weights lane_bias[i] = -8 * (qs[4i] + qs[4i+1] + qs[4i+2] + qs[4i+3]): integer
-// kernels multiply the unsigned nibbles (0..15) by qs and start each 4-element lane from this
-// bias, which gives sum((nibble - 8) * q) exactly. For q8_0 weights lane_bias is zero.
+//   q8 types:    int8_t qs[cols] | int32_t block_sum[cols / 32] | float d[cols / 32]
+// block_sum[b] is the sum of block b's 32 qs: integer kernels multiply offset (unsigned) weight
+// codes by qs and start from -offset * block_sum, which gives sum(q_w * q_x) exactly.
 size_t ActRowBytes(WeightType type, int64_t cols);
 
 // Converts `x` (cols floats) into `out` (ActRowBytes bytes, 64-byte aligned recommended).
@@ -28,7 +26,7 @@ void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out);
 
 struct ActQ8View {
   const int8_t* qs;
-  const int32_t* lane_bias;
+  const int32_t* block_sum;
   const float* d;
 };
 // Not inline on purpose: ISA-specific files call it, and an inline copy compiled with AVX flags

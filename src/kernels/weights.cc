@@ -7,6 +7,12 @@
 #include "kernels/quant/float_formats.h"
 
 namespace daisy::kernels {
+namespace {
+constexpr int kSteps = kQBlock / kGroupStep;  // 8
+
+// Byte offset of (group, block) in the data array.
+size_t GroupBlockBytes(WeightType type) { return type == WeightType::kQ8_0 ? 512 : 256; }
+}  // namespace
 
 const char* WeightTypeName(WeightType type) {
   switch (type) {
@@ -20,20 +26,20 @@ const char* WeightTypeName(WeightType type) {
 }
 
 size_t PackedDataBytes(WeightType type, int64_t rows, int64_t cols) {
-  const size_t n = static_cast<size_t>(rows * cols);
   switch (type) {
-    case WeightType::kF32: return n * 4;
+    case WeightType::kF32: return static_cast<size_t>(rows * cols) * 4;
     case WeightType::kF16:
-    case WeightType::kBF16: return n * 2;
-    case WeightType::kQ8_0: return static_cast<size_t>(rows * PaddedBlocks(cols)) * kQBlock;
-    case WeightType::kQ4_0: return static_cast<size_t>(rows * PaddedBlocks(cols)) * kQBlock / 2;
+    case WeightType::kBF16: return static_cast<size_t>(rows * cols) * 2;
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+      return static_cast<size_t>(RowGroups(rows) * (cols / kQBlock)) * GroupBlockBytes(type);
   }
   return 0;
 }
 
 size_t PackedScaleBytes(WeightType type, int64_t rows, int64_t cols) {
   if (type != WeightType::kQ8_0 && type != WeightType::kQ4_0) return 0;
-  return static_cast<size_t>(rows * PaddedBlocks(cols)) * sizeof(float);
+  return static_cast<size_t>(RowGroups(rows) * (cols / kQBlock) * kRowGroup) * sizeof(float);
 }
 
 void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
@@ -43,41 +49,64 @@ void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t 
     return;
   }
   DAISY_CHECK_EQ(cols % kQBlock, 0);
-  const int64_t nb = cols / kQBlock, nbp = PaddedBlocks(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* s = scales + r * nbp;
-    s[nbp - 1] = 0.f;  // the padding block, if any (overwritten when the row has nbp blocks)
-    if (type == WeightType::kQ8_0) {
-      const auto* in = static_cast<const BlockQ8_0*>(gguf_rows) + r * nb;
-      int8_t* q = static_cast<int8_t*>(data) + r * nbp * kQBlock;
-      std::memset(q + nb * kQBlock, 0, (nbp - nb) * kQBlock);
-      for (int64_t b = 0; b < nb; ++b) {
-        s[b] = Fp16ToFp32(in[b].d);
-        std::memcpy(q + b * kQBlock, in[b].qs, kQBlock);
+  const int64_t nb = cols / kQBlock;
+  auto* out = static_cast<uint8_t*>(data);
+  const size_t gb_bytes = GroupBlockBytes(type);
+  for (int64_t g = 0; g < RowGroups(rows); ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      float* s = scales + (g * nb + b) * kRowGroup;
+      uint8_t* q = out + (g * nb + b) * gb_bytes;
+      // Value q of (row, element e of block b), 0 for padding rows; the row's scale.
+      const auto value = [&](int64_t row, int e) -> int {
+        if (row >= rows) return 0;
+        if (type == WeightType::kQ8_0) {
+          return static_cast<const BlockQ8_0*>(gguf_rows)[row * nb + b].qs[e];
+        }
+        const uint8_t byte = static_cast<const BlockQ4_0*>(gguf_rows)[row * nb + b].qs[e % 16];
+        return (e < 16 ? (byte & 0x0f) : (byte >> 4)) - 8;
+      };
+      for (int l = 0; l < kRowGroup; ++l) {
+        const int64_t row = g * kRowGroup + l;
+        if (row >= rows) {
+          s[l] = 0.f;
+        } else if (type == WeightType::kQ8_0) {
+          s[l] = Fp16ToFp32(static_cast<const BlockQ8_0*>(gguf_rows)[row * nb + b].d);
+        } else {
+          s[l] = Fp16ToFp32(static_cast<const BlockQ4_0*>(gguf_rows)[row * nb + b].d);
+        }
       }
-    } else {
-      const auto* in = static_cast<const BlockQ4_0*>(gguf_rows) + r * nb;
-      uint8_t* q = static_cast<uint8_t*>(data) + r * nbp * (kQBlock / 2);
-      for (int64_t b = 0; b < nb; ++b) s[b] = Fp16ToFp32(in[b].d);
-      for (int64_t p = 0; p < nbp / 2; ++p) {
-        // Element k of a GGUF block: low nibble of byte k (k < 16) or high nibble of byte k-16.
-        const auto nibble = [&](int64_t b, int k) -> uint8_t {
-          if (b >= nb) return 8;  // padding: value 0
-          const uint8_t byte = in[b].qs[k % 16];
-          return k < 16 ? (byte & 0x0f) : (byte >> 4);
-        };
-        for (int k = 0; k < kQBlock; ++k) {
-          q[p * kQBlock + k] = static_cast<uint8_t>(nibble(2 * p, k) | (nibble(2 * p + 1, k) << 4));
+      for (int st = 0; st < kSteps; ++st) {
+        for (int t = 0; t < kGroupStep; ++t) {
+          const int e = st * kGroupStep + t;
+          if (type == WeightType::kQ8_0) {
+            for (int l = 0; l < kRowGroup; ++l) {
+              q[st * 64 + l * 4 + t] = static_cast<uint8_t>(value(g * kRowGroup + l, e) + 128);
+            }
+          } else {
+            for (int k = 0; k < 8; ++k) {
+              const int lo = value(g * kRowGroup + k, e) + 8;
+              const int hi = value(g * kRowGroup + 8 + k, e) + 8;
+              q[st * 32 + k * 4 + t] = static_cast<uint8_t>(lo | (hi << 4));
+            }
+          }
         }
       }
     }
   }
 }
 
-int Q4Nibble(const uint8_t* row, int64_t i) {
-  const int64_t b = i / kQBlock, k = i % kQBlock;
-  const uint8_t byte = row[(b / 2) * kQBlock + k];
-  return (b % 2 == 0) ? (byte & 0x0f) : (byte >> 4);
+int QuantValue(const WeightMatrix& w, int64_t o, int64_t i) {
+  const int64_t nb = w.cols / kQBlock, g = o / kRowGroup, l = o % kRowGroup;
+  const int64_t b = i / kQBlock, e = i % kQBlock, st = e / kGroupStep, t = e % kGroupStep;
+  const auto* q = static_cast<const uint8_t*>(w.data) + (g * nb + b) * GroupBlockBytes(w.type);
+  if (w.type == WeightType::kQ8_0) return static_cast<int>(q[st * 64 + l * 4 + t]) - 128;
+  const uint8_t byte = q[st * 32 + (l % 8) * 4 + t];
+  return (l < 8 ? (byte & 0x0f) : (byte >> 4)) - 8;
+}
+
+float QuantScale(const WeightMatrix& w, int64_t o, int64_t block) {
+  const int64_t nb = w.cols / kQBlock;
+  return w.scales[((o / kRowGroup) * nb + block) * kRowGroup + o % kRowGroup];
 }
 
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out) {
@@ -92,20 +121,10 @@ void DequantizeRow(const WeightMatrix& w, int64_t o, float* out) {
     case WeightType::kBF16:
       Bf16ToFp32Row(static_cast<const uint16_t*>(w.data) + o * n, out, n);
       break;
-    case WeightType::kQ8_0: {
-      const int64_t nbp = PaddedBlocks(n);
-      const int8_t* q = static_cast<const int8_t*>(w.data) + o * nbp * kQBlock;
-      const float* s = w.scales + o * nbp;
-      for (int64_t i = 0; i < n; ++i) out[i] = s[i / kQBlock] * q[i];
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+      for (int64_t i = 0; i < n; ++i) out[i] = QuantScale(w, o, i / kQBlock) * QuantValue(w, o, i);
       break;
-    }
-    case WeightType::kQ4_0: {
-      const int64_t nbp = PaddedBlocks(n);
-      const uint8_t* q = static_cast<const uint8_t*>(w.data) + o * nbp * (kQBlock / 2);
-      const float* s = w.scales + o * nbp;
-      for (int64_t i = 0; i < n; ++i) out[i] = s[i / kQBlock] * (Q4Nibble(q, i) - 8);
-      break;
-    }
   }
 }
 

@@ -9,7 +9,9 @@ namespace daisy::kernels {
 
 enum class WeightType : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2, kQ8_0 = 3, kQ4_0 = 4 };
 inline constexpr int kNumWeightTypes = 5;
-inline constexpr int kQBlock = 32;  // elements per quantisation block (q8_0, q4_0)
+inline constexpr int kQBlock = 32;      // elements per quantisation block (q8_0, q4_0)
+inline constexpr int kRowGroup = 16;    // quantised rows are interleaved in groups of 16
+inline constexpr int kGroupStep = 4;    // ... 4 consecutive elements per row at a time
 
 const char* WeightTypeName(WeightType type);
 
@@ -17,15 +19,18 @@ const char* WeightTypeName(WeightType type);
 //   kF32:  float    data[rows][cols]
 //   kF16:  uint16_t data[rows][cols]   (IEEE half)
 //   kBF16: uint16_t data[rows][cols]
-//   kQ8_0: int8_t   data[rows][nbp * 32]        float scales[rows][nbp]
-//   kQ4_0: uint8_t  data[rows][nbp * 16]        float scales[rows][nbp]
-// where nbp = PaddedBlocks(cols): the row's 32-element blocks rounded up to an even count (a
-// padding block has zero quants — nibble 8 for q4_0 — and scale 0, so it adds exactly 0).
-// q4_0 stores blocks in pairs: for blocks 2p and 2p+1, 32 bytes where byte k = element k of
-// block 2p (low nibble) | element k of block 2p+1 (high nibble); value = scale * (nibble - 8).
-// So one 32-byte load and a shift/mask give 64 weights in element order. Quantised scales are
-// the f16 values widened to float (exact), kept apart from the quants so SIMD loads stay
-// aligned. A view: owns nothing.
+//   kQ8_0, kQ4_0: rows interleaved in groups of 16 (the last group padded with zero rows),
+//     blocks of 32 elements as in GGUF, value = scale * q:
+//     scales: float [groups][blocks][16]   (scale of row 16g+l, block b; f16 widened, exact)
+//     data, per (group g, block b), eight steps s of 4 elements (elements 4s..4s+3 of the
+//     block) for the 16 rows:
+//       q8_0: 64 bytes per step, byte 4l+t = q(row 16g+l, element 4s+t) + 128 (as uint8)
+//       q4_0: 32 bytes per step, byte 4k+t = code(row 16g+k,   element 4s+t)        (low nibble)
+//                                          | code(row 16g+8+k, element 4s+t) << 4   (high nibble)
+//             for k in 0..7, code = q + 8 in 0..15.
+// One step is one multiply-accumulate instruction for 16 rows at once (dot of 4 bytes per
+// 32-bit lane), and the 8 steps of a block share one scale per row, so a block costs one
+// integer-to-float conversion per 16 outputs. A view: owns nothing.
 struct WeightMatrix {
   WeightType type = WeightType::kF32;
   int64_t rows = 0;
@@ -34,8 +39,7 @@ struct WeightMatrix {
   const float* scales = nullptr;  // quantised types only
 };
 
-// 32-element blocks per row rounded up to an even number (quantised layouts).
-inline int64_t PaddedBlocks(int64_t cols) { return (cols / kQBlock + 1) / 2 * 2; }
+inline int64_t RowGroups(int64_t rows) { return (rows + kRowGroup - 1) / kRowGroup; }
 
 // Bytes of `data` (and of `scales`) for a packed [rows, cols] matrix of `type`.
 size_t PackedDataBytes(WeightType type, int64_t rows, int64_t cols);
@@ -47,8 +51,9 @@ size_t PackedScaleBytes(WeightType type, int64_t rows, int64_t cols);
 void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
                   float* scales);
 
-// The 4-bit code (0..15) of element i of a packed q4_0 row.
-int Q4Nibble(const uint8_t* row, int64_t i);
+// The integer value q (q8_0: -127..127, q4_0: -8..7) of element i of row o, and its scale.
+int QuantValue(const WeightMatrix& w, int64_t o, int64_t i);
+float QuantScale(const WeightMatrix& w, int64_t o, int64_t block);
 
 // Row `o` of the matrix as floats (the reference dequantisation); `out` has cols entries.
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out);

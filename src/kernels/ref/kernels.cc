@@ -35,21 +35,12 @@ float DotFloatRow(const WeightMatrix& w, int64_t o, const float* x) {
 
 // sum over blocks of (weight scale * activation scale) * exact integer block dot.
 float DotQ8Row(const WeightMatrix& w, int64_t o, const ActQ8View& x) {
-  const int64_t nb = w.cols / kQBlock, nbp = PaddedBlocks(w.cols);
-  const float* ws = w.scales + o * nbp;
+  const int64_t nb = w.cols / kQBlock;
   float sum = 0.f;
   for (int64_t b = 0; b < nb; ++b) {
     int32_t isum = 0;
-    if (w.type == WeightType::kQ8_0) {
-      const int8_t* q = static_cast<const int8_t*>(w.data) + (o * nbp + b) * kQBlock;
-      for (int j = 0; j < kQBlock; ++j) isum += q[j] * x.qs[b * kQBlock + j];
-    } else {
-      const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * nbp * (kQBlock / 2);
-      for (int j = 0; j < kQBlock; ++j) {
-        isum += (Q4Nibble(row, b * kQBlock + j) - 8) * x.qs[b * kQBlock + j];
-      }
-    }
-    sum += (ws[b] * x.d[b]) * static_cast<float>(isum);
+    for (int j = 0; j < kQBlock; ++j) isum += QuantValue(w, o, b * kQBlock + j) * x.qs[b * kQBlock + j];
+    sum += (QuantScale(w, o, b) * x.d[b]) * static_cast<float>(isum);
   }
   return sum;
 }

@@ -5,6 +5,9 @@
 // in a batch (the KernelTable contract). Tiles only share loads between dots.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
 
@@ -22,96 +25,94 @@ inline float HorizontalSum(__m256 v) {
 
 // ---- quantised weights x q8 activations -------------------------------------------------
 
-// Integer dot of one block as 8 int32 lanes (lane i = elements 4i..4i+3).
-template <WeightType kType>
-inline __m256i BlockDot(__m256i w, const int8_t* xq, const int32_t* bias) {
-  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
-  const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (kType == WeightType::kQ4_0) {
-    // nibbles (0..15) * q, pairs fit int16; start from -8 * lane sums: sum((n - 8) * q).
-    const __m256i p16 = _mm256_maddubs_epi16(w, x);
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias));
-    return _mm256_add_epi32(_mm256_madd_epi16(p16, ones), b);
-  } else {
-    // |w| * (q with w's sign): products of signed bytes through the unsigned-signed multiply.
-    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, ones);
-  }
-}
-
-template <WeightType kType, int kRO, int kRX>
-void QTile(const WeightMatrix& w, const ActQ8View* x, int64_t o0, float* y, size_t y_stride,
-           int r0) {
-  // Blocks go in pairs (the packed layout pads rows to an even count; padding adds exactly 0).
-  const int64_t nbp = PaddedBlocks(w.cols);
-  constexpr int64_t kPairBytes = kType == WeightType::kQ4_0 ? 32 : 64;
-  const uint8_t* rows[kRO];
-  const float* ws[kRO];
-  for (int i = 0; i < kRO; ++i) {
-    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * (nbp / 2) * kPairBytes;
-    ws[i] = w.scales + (o0 + i) * nbp;
-  }
-  __m256 acc[kRO][kRX];
-  for (int i = 0; i < kRO; ++i) {
-    for (int j = 0; j < kRX; ++j) acc[i][j] = _mm256_setzero_ps();
-  }
+// 16 interleaved rows (one row group) against kRX activation rows; rows 0-7 of the group in
+// one 8-lane accumulator, rows 8-15 in another. Per block: exact integer dots over eight
+// 4-element steps, then one conversion and multiply-add per accumulator (see the AVX-512 file;
+// the per-lane operation sequence does not depend on kRX).
+template <WeightType kType, int kRX>
+void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, size_t y_stride,
+               int r0, int64_t o_begin, int64_t o_end) {
+  const int64_t nb = w.cols / kQBlock;
+  constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? 256 : 512;
+  const uint8_t* q = static_cast<const uint8_t*>(w.data) + g * nb * kGroupBlockBytes;
+  const float* ws = w.scales + g * nb * kRowGroup;
   const __m256i mask = _mm256_set1_epi8(0x0f);
-  for (int64_t b = 0; b < nbp; b += 2) {
-#pragma GCC unroll 4
-    for (int i = 0; i < kRO; ++i) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i bias128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc[kRX][2];
+  for (int j = 0; j < kRX; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i iacc[kRX][2];
+    for (int j = 0; j < kRX; ++j) {
+      // q4_0: nibble codes are q + 8, so start from -8 * sum(x); q8_0 uses signed products.
+      const int32_t start = kType == WeightType::kQ4_0 ? -8 * x[j].block_sum[b] : 0;
+      iacc[j][0] = iacc[j][1] = _mm256_set1_epi32(start);
+    }
+    const uint8_t* qb = q + b * kGroupBlockBytes;
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
       __m256i w0, w1;
-      const uint8_t* q = rows[i] + (b / 2) * kPairBytes;
       if constexpr (kType == WeightType::kQ4_0) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + s * 32));
         w0 = _mm256_and_si256(raw, mask);
         w1 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
       } else {
-        w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-        w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
+        // Stored as q + 128: flip the top bit back to signed.
+        w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + s * 64)), bias128);
+        w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + s * 64 + 32)), bias128);
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < kRX; ++j) {
-        const __m256i d0 = BlockDot<kType>(w0, x[j].qs + b * kQBlock, x[j].lane_bias + b * 8);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_set1_ps(ws[i][b] * x[j].d[b]),
-                                    acc[i][j]);
-        const __m256i d1 =
-            BlockDot<kType>(w1, x[j].qs + (b + 1) * kQBlock, x[j].lane_bias + (b + 1) * 8);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1),
-                                    _mm256_set1_ps(ws[i][b + 1] * x[j].d[b + 1]), acc[i][j]);
+        int32_t four;
+        std::memcpy(&four, x[j].qs + b * kQBlock + s * 4, 4);
+        const __m256i xv = _mm256_set1_epi32(four);
+        __m256i p0, p1;
+        if constexpr (kType == WeightType::kQ4_0) {
+          p0 = _mm256_maddubs_epi16(w0, xv);  // codes 0..15 times q: pairs fit int16
+          p1 = _mm256_maddubs_epi16(w1, xv);
+        } else {
+          // |w| * (x with w's sign): signed products through the unsigned-signed multiply.
+          p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(xv, w0));
+          p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(xv, w1));
+        }
+        iacc[j][0] = _mm256_add_epi32(iacc[j][0], _mm256_madd_epi16(p0, ones));
+        iacc[j][1] = _mm256_add_epi32(iacc[j][1], _mm256_madd_epi16(p1, ones));
       }
     }
+    const __m256 s0 = _mm256_loadu_ps(ws + b * kRowGroup);
+    const __m256 s1 = _mm256_loadu_ps(ws + b * kRowGroup + 8);
+    for (int j = 0; j < kRX; ++j) {
+      const __m256 xd = _mm256_set1_ps(x[j].d[b]);
+      acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[j][0]), _mm256_mul_ps(s0, xd), acc[j][0]);
+      acc[j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[j][1]), _mm256_mul_ps(s1, xd), acc[j][1]);
+    }
   }
-  for (int i = 0; i < kRO; ++i) {
-    for (int j = 0; j < kRX; ++j) y[(r0 + j) * y_stride + o0 + i] = HorizontalSum(acc[i][j]);
+  const int64_t first = std::max<int64_t>(o_begin, g * kRowGroup);
+  const int64_t last = std::min<int64_t>({o_end, g * kRowGroup + kRowGroup, w.rows});
+  for (int j = 0; j < kRX; ++j) {
+    alignas(32) float out[16];
+    _mm256_store_ps(out, acc[j][0]);
+    _mm256_store_ps(out + 8, acc[j][1]);
+    for (int64_t o = first; o < last; ++o) y[(r0 + j) * y_stride + o] = out[o - g * kRowGroup];
   }
-}
-
-template <WeightType kType, int kRX>
-void QRows(const WeightMatrix& w, const ActQ8View* x, int r0, float* y, size_t y_stride,
-           int64_t o_begin, int64_t o_end) {
-  int64_t o = o_begin;
-  for (; o + 4 <= o_end; o += 4) QTile<kType, 4, kRX>(w, x, o, y, y_stride, r0);
-  for (; o < o_end; ++o) QTile<kType, 1, kRX>(w, x, o, y, y_stride, r0);
 }
 
 template <WeightType kType>
 void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
-  // Output rows in blocks that stay in cache while every activation row passes over them.
-  constexpr int64_t kOBlock = 64;
-  for (int64_t ob = o_begin; ob < o_end; ob += kOBlock) {
-    const int64_t oe = ob + kOBlock < o_end ? ob + kOBlock : o_end;
-    int r = 0;
-    for (; r < n_rows; r += 2) {
-      ActQ8View x[2];
-      const int n = n_rows - r >= 2 ? 2 : 1;
-      for (int j = 0; j < n; ++j) {
-        x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
-      }
-      if (n == 2) {
-        QRows<kType, 2>(w, x, r, y, y_stride, ob, oe);
-      } else {
-        QRows<kType, 1>(w, x, r, y, y_stride, ob, oe);
+  const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
+  constexpr int kMaxRX = 3;
+  for (int r = 0; r < n_rows; r += kMaxRX) {
+    ActQ8View x[kMaxRX];
+    const int n = n_rows - r >= kMaxRX ? kMaxRX : n_rows - r;
+    for (int j = 0; j < n; ++j) {
+      x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
+    }
+    for (int64_t g = g_begin; g < g_end; ++g) {
+      switch (n) {
+        case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
       }
     }
   }

@@ -12,179 +12,90 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
 
 namespace daisy::kernels::avx512 {
 namespace {
 
-// [a x8 | b x8] from two consecutive floats.
-inline __m512 PairBroadcast(const float* p) {
-  const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
-  return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(two));
-}
-
-template <WeightType kType, int kRO, int kRX>
-void QTile(const WeightMatrix& w, const ActQ8View* x, int64_t o0, float* y, size_t y_stride,
-           int r0) {
-  // Blocks go in pairs (the packed layout pads rows to an even count; padding adds exactly 0).
-  const int64_t nbp = PaddedBlocks(w.cols);
-  constexpr int64_t kPairBytes = kType == WeightType::kQ4_0 ? 32 : 64;
-  const uint8_t* rows[kRO];
-  const float* ws[kRO];
-  for (int i = 0; i < kRO; ++i) {
-    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * (nbp / 2) * kPairBytes;
-    ws[i] = w.scales + (o0 + i) * nbp;
-  }
-  __m512 acc[kRO][kRX];
-  for (int i = 0; i < kRO; ++i) {
-    for (int j = 0; j < kRX; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  const __m512i mask = _mm512_set1_epi8(0x0f);
-  for (int64_t b = 0; b < nbp; b += 2) {
-    __m512i xq[kRX], xb[kRX];
-    __m512 xd[kRX];
-#pragma GCC unroll 4
-    for (int j = 0; j < kRX; ++j) {
-      xq[j] = _mm512_loadu_si512(x[j].qs + b * kQBlock);
-      if constexpr (kType == WeightType::kQ4_0) xb[j] = _mm512_loadu_si512(x[j].lane_bias + b * 8);
-      xd[j] = PairBroadcast(x[j].d + b);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < kRO; ++i) {
-      const uint8_t* q = rows[i] + (b / 2) * kPairBytes;
-      const __m512 wd = PairBroadcast(ws[i] + b);
-      if constexpr (kType == WeightType::kQ4_0) {
-        // [raw | raw]: low nibbles are block b, high nibbles (upper half shifted) block b+1.
-        const __m512i raw =
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-        const __m512i wv = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
-#pragma GCC unroll 4
-        for (int j = 0; j < kRX; ++j) {
-          // nibbles 0..15 times q, from -8 * lane sums: sum((nibble - 8) * q) per lane.
-          const __m512i d = _mm512_dpbusd_epi32(xb[j], wv, xq[j]);
-          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wd, xd[j]), acc[i][j]);
-        }
-      } else {
-        const __m512i wv = _mm512_loadu_si512(q);
-        const __m512i w_abs = _mm512_abs_epi8(wv);
-        const __mmask64 w_neg = _mm512_movepi8_mask(wv);
-#pragma GCC unroll 4
-        for (int j = 0; j < kRX; ++j) {
-          // |w| * (q with w's sign).
-          const __m512i xs = _mm512_mask_sub_epi8(xq[j], w_neg, _mm512_setzero_si512(), xq[j]);
-          const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, xs);
-          acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(wd, xd[j]), acc[i][j]);
-        }
-      }
-    }
-  }
-  for (int i = 0; i < kRO; ++i) {
-    for (int j = 0; j < kRX; ++j) y[(r0 + j) * y_stride + o0 + i] = _mm512_reduce_add_ps(acc[i][j]);
-  }
-}
-
-// One activation row (decode): the per-block scale products are formed 16 blocks at a time
-// (two loads and a multiply), and each pair's [s x8 | s' x8] vector is one permute of them.
-// Same arithmetic per dot as QTile: scale products are the same float multiplications.
-template <WeightType kType, int kRO>
-void QTileOneRow(const WeightMatrix& w, const ActQ8View& x, int64_t o0, float* y, size_t y_stride,
-                 int r0) {
-  const int64_t nbp = PaddedBlocks(w.cols);
-  constexpr int64_t kPairBytes = kType == WeightType::kQ4_0 ? 32 : 64;
-  const uint8_t* rows[kRO];
-  const float* ws[kRO];
-  for (int i = 0; i < kRO; ++i) {
-    rows[i] = static_cast<const uint8_t*>(w.data) + (o0 + i) * (nbp / 2) * kPairBytes;
-    ws[i] = w.scales + (o0 + i) * nbp;
-  }
-  __m512 acc[kRO];
-  for (int i = 0; i < kRO; ++i) acc[i] = _mm512_setzero_ps();
-  const __m512i mask = _mm512_set1_epi8(0x0f);
-  for (int64_t g = 0; g < nbp; g += 16) {
-    const int64_t left = nbp - g;  // even, >= 2
-    const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
-    const __m512 xs16 = _mm512_maskz_loadu_ps(m, x.d + g);
-    __m512 sc[kRO];
-    for (int i = 0; i < kRO; ++i) sc[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, ws[i] + g), xs16);
-    const int64_t pairs = left >= 16 ? 8 : left / 2;
-    const auto step = [&](int64_t p, __m512i pick) {
-      const int64_t b = g + 2 * p;
-      const __m512i xq = _mm512_loadu_si512(x.qs + b * kQBlock);
-      __m512i xb = _mm512_setzero_si512();
-      if constexpr (kType == WeightType::kQ4_0) xb = _mm512_loadu_si512(x.lane_bias + b * 8);
-#pragma GCC unroll 8
-      for (int i = 0; i < kRO; ++i) {
-        const uint8_t* q = rows[i] + (b / 2) * kPairBytes;
-        // Several rows stream at once: prefetch ahead so each stream keeps DRAM busy.
-        if ((p & 1) == 0) _mm_prefetch(reinterpret_cast<const char*>(q) + 1024, _MM_HINT_T0);
-        __m512i d;
-        if constexpr (kType == WeightType::kQ4_0) {
-          const __m512i raw =
-              _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
-          const __m512i wv =
-              _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
-          d = _mm512_dpbusd_epi32(xb, wv, xq);
-        } else {
-          const __m512i wv = _mm512_loadu_si512(q);
-          const __m512i xs = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wv),
-                                                  _mm512_setzero_si512(), xq);
-          d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wv), xs);
-        }
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_permutexvar_ps(pick, sc[i]), acc[i]);
-      }
-    };
-    const __m512i base = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    if (pairs == 8) {
-      // Constant pick vectors: the compiler keeps them in registers.
-      step(0, base);
-      step(1, _mm512_add_epi32(base, _mm512_set1_epi32(2)));
-      step(2, _mm512_add_epi32(base, _mm512_set1_epi32(4)));
-      step(3, _mm512_add_epi32(base, _mm512_set1_epi32(6)));
-      step(4, _mm512_add_epi32(base, _mm512_set1_epi32(8)));
-      step(5, _mm512_add_epi32(base, _mm512_set1_epi32(10)));
-      step(6, _mm512_add_epi32(base, _mm512_set1_epi32(12)));
-      step(7, _mm512_add_epi32(base, _mm512_set1_epi32(14)));
-    } else {
-      for (int64_t p = 0; p < pairs; ++p) {
-        step(p, _mm512_add_epi32(base, _mm512_set1_epi32(static_cast<int>(2 * p))));
-      }
-    }
-  }
-  for (int i = 0; i < kRO; ++i) y[r0 * y_stride + o0 + i] = _mm512_reduce_add_ps(acc[i]);
-}
-
+// 16 interleaved rows (one row group) against kRX activation rows. Each 32-bit lane is one
+// output row: per block, eight vpdpbusd steps (4 elements each) accumulate the exact integer
+// dot starting from -offset * block_sum, then one conversion and one multiply-add with
+// (row scale * activation scale) add the block to the lane's float sum. The per-lane sequence
+// of operations is the same whatever kRX is (the batch-invariance contract).
 template <WeightType kType, int kRX>
-void QRows(const WeightMatrix& w, const ActQ8View* x, int r0, float* y, size_t y_stride,
-           int64_t o_begin, int64_t o_end) {
-  int64_t o = o_begin;
-  if constexpr (kRX == 1) {
-    for (; o + 2 <= o_end; o += 2) QTileOneRow<kType, 2>(w, x[0], o, y, y_stride, r0);
-    for (; o < o_end; ++o) QTileOneRow<kType, 1>(w, x[0], o, y, y_stride, r0);
-    return;
+void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, size_t y_stride,
+               int r0, int64_t o_begin, int64_t o_end) {
+  const int64_t nb = w.cols / kQBlock;
+  constexpr int kOffset = kType == WeightType::kQ4_0 ? 8 : 128;
+  constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? 256 : 512;
+  const uint8_t* q = static_cast<const uint8_t*>(w.data) + g * nb * kGroupBlockBytes;
+  const float* ws = w.scales + g * nb * kRowGroup;
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  __m512 acc[kRX];
+  for (int j = 0; j < kRX; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i iacc[kRX];
+#pragma GCC unroll 8
+    for (int j = 0; j < kRX; ++j) iacc[j] = _mm512_set1_epi32(-kOffset * x[j].block_sum[b]);
+    const uint8_t* qb = q + b * kGroupBlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(qb) + 4 * kGroupBlockBytes, _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      __m512i wv;
+      if constexpr (kType == WeightType::kQ4_0) {
+        // [raw | raw]: low nibbles are rows 0-7, high nibbles (upper half shifted) rows 8-15.
+        const __m512i raw = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + s * 32)));
+        wv = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), mask);
+      } else {
+        wv = _mm512_loadu_si512(qb + s * 64);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < kRX; ++j) {
+        int32_t four;
+        std::memcpy(&four, x[j].qs + b * kQBlock + s * 4, 4);
+        iacc[j] = _mm512_dpbusd_epi32(iacc[j], wv, _mm512_set1_epi32(four));
+      }
+    }
+    const __m512 scale = _mm512_loadu_ps(ws + b * kRowGroup);
+#pragma GCC unroll 8
+    for (int j = 0; j < kRX; ++j) {
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[j]),
+                               _mm512_mul_ps(scale, _mm512_set1_ps(x[j].d[b])), acc[j]);
+    }
   }
-  for (; o + 4 <= o_end; o += 4) QTile<kType, 4, kRX>(w, x, o, y, y_stride, r0);
-  for (; o < o_end; ++o) QTile<kType, 1, kRX>(w, x, o, y, y_stride, r0);
+  // Write the rows of this group that are in [o_begin, o_end) (and exist).
+  const int64_t first = std::max<int64_t>(o_begin, g * kRowGroup);
+  const int64_t last = std::min<int64_t>({o_end, g * kRowGroup + kRowGroup, w.rows});
+  const __mmask16 keep = static_cast<__mmask16>(((1u << (last - first)) - 1) << (first - g * kRowGroup));
+  for (int j = 0; j < kRX; ++j) {
+    _mm512_mask_storeu_ps(y + (r0 + j) * y_stride + g * kRowGroup, keep, acc[j]);
+  }
 }
 
 template <WeightType kType>
 void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
-  constexpr int64_t kOBlock = 64;
-  for (int64_t ob = o_begin; ob < o_end; ob += kOBlock) {
-    const int64_t oe = ob + kOBlock < o_end ? ob + kOBlock : o_end;
-    for (int r = 0; r < n_rows; r += 4) {
-      ActQ8View x[4];
-      const int n = n_rows - r >= 4 ? 4 : n_rows - r;
-      for (int j = 0; j < n; ++j) {
-        x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
-      }
+  const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
+  constexpr int kMaxRX = 6;
+  for (int r = 0; r < n_rows; r += kMaxRX) {
+    ActQ8View x[kMaxRX];
+    const int n = n_rows - r >= kMaxRX ? kMaxRX : n_rows - r;
+    for (int j = 0; j < n; ++j) {
+      x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
+    }
+    for (int64_t g = g_begin; g < g_end; ++g) {
       switch (n) {
-        case 4: QRows<kType, 4>(w, x, r, y, y_stride, ob, oe); break;
-        case 3: QRows<kType, 3>(w, x, r, y, y_stride, ob, oe); break;
-        case 2: QRows<kType, 2>(w, x, r, y, y_stride, ob, oe); break;
-        default: QRows<kType, 1>(w, x, r, y, y_stride, ob, oe); break;
+        case 6: GroupTile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        case 5: GroupTile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        case 4: GroupTile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
       }
     }
   }
