@@ -33,16 +33,42 @@ float DotFloatRow(const WeightMatrix& w, int64_t o, const float* x) {
   return sum;
 }
 
-// sum over blocks of (weight scale * activation scale) * exact integer block dot.
-float DotQ8Row(const WeightMatrix& w, int64_t o, const ActQ8View& x) {
+// Quantised rows, 16 at a time (one interleaved row group, see weights.h): for each block, the
+// exact integer dot of every row with the activation block, then
+//   sum += (weight scale * activation scale) * integer dot
+// per row, blocks in order. Writes the group's rows that fall in [o_begin, o_end).
+void QuantGroup(const WeightMatrix& w, int64_t g, const ActQ8View& x, float* y, int64_t o_begin,
+                int64_t o_end) {
   const int64_t nb = w.cols / kQBlock;
-  float sum = 0.f;
+  const bool q4 = w.type == WeightType::kQ4_0;
+  const int64_t group_block_bytes = q4 ? 256 : 512;
+  const auto* q = static_cast<const uint8_t*>(w.data) + g * nb * group_block_bytes;
+  float sum[kRowGroup] = {};
   for (int64_t b = 0; b < nb; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQBlock; ++j) isum += QuantValue(w, o, b * kQBlock + j) * x.qs[b * kQBlock + j];
-    sum += (QuantScale(w, o, b) * x.d[b]) * static_cast<float>(isum);
+    const uint8_t* qb = q + b * group_block_bytes;
+    const int8_t* xb = x.qs + b * kQBlock;
+    int32_t isum[kRowGroup] = {};
+    for (int s = 0; s < kQBlock / kGroupStep; ++s) {
+      for (int l = 0; l < kRowGroup; ++l) {
+        for (int t = 0; t < kGroupStep; ++t) {
+          int value;
+          if (q4) {
+            const uint8_t byte = qb[s * 32 + (l % 8) * 4 + t];
+            value = (l < 8 ? (byte & 0x0f) : (byte >> 4)) - 8;
+          } else {
+            value = static_cast<int>(qb[s * 64 + l * 4 + t]) - 128;
+          }
+          isum[l] += value * xb[s * kGroupStep + t];
+        }
+      }
+    }
+    const float* ws = w.scales + (g * nb + b) * kRowGroup;
+    for (int l = 0; l < kRowGroup; ++l) sum[l] += (ws[l] * x.d[b]) * static_cast<float>(isum[l]);
   }
-  return sum;
+  for (int l = 0; l < kRowGroup; ++l) {
+    const int64_t o = g * kRowGroup + l;
+    if (o >= o_begin && o < o_end) y[o] = sum[l];
+  }
 }
 
 void Matmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
@@ -50,9 +76,15 @@ void Matmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_row
   const bool quantised = w.type == WeightType::kQ8_0 || w.type == WeightType::kQ4_0;
   for (int r = 0; r < n_rows; ++r) {
     const void* row = static_cast<const uint8_t*>(act) + r * act_stride;
+    if (quantised) {
+      const ActQ8View x = ViewActQ8(row, w.cols);
+      for (int64_t g = o_begin / kRowGroup; g * kRowGroup < o_end; ++g) {
+        QuantGroup(w, g, x, y + r * y_stride, o_begin, o_end);
+      }
+      continue;
+    }
     for (int64_t o = o_begin; o < o_end; ++o) {
-      y[r * y_stride + o] = quantised ? DotQ8Row(w, o, ViewActQ8(row, w.cols))
-                                      : DotFloatRow(w, o, static_cast<const float*>(row));
+      y[r * y_stride + o] = DotFloatRow(w, o, static_cast<const float*>(row));
     }
   }
 }

@@ -42,7 +42,7 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
 #pragma GCC unroll 8
     for (int j = 0; j < kRX; ++j) iacc[j] = _mm512_set1_epi32(-kOffset * x[j].block_sum[b]);
     const uint8_t* qb = q + b * kGroupBlockBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(qb) + 4 * kGroupBlockBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       __m512i wv;
