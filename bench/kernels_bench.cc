@@ -100,14 +100,14 @@ int main(int argc, char** argv) {
       Fp32ToFp16Row(values.data(), reinterpret_cast<uint16_t*>(gguf.data()), values.size());
     }
     std::vector<uint8_t> data(PackedDataBytes(type, rows, cols));
-    std::vector<float> scales(PackedScaleBytes(type, rows, cols) / 4);
+    std::vector<uint16_t> scales(PackedScaleBytes(type, rows, cols) / 2);
     PackFromGguf(type, gguf.data(), rows, cols, data.data(), scales.data());
     const WeightMatrix w{type, rows, cols, data.data(), scales.data()};
     const size_t stride = (ActRowBytes(type, cols) + 63) / 64 * 64;
     std::vector<uint8_t> act(stride * batch);
     for (int r = 0; r < batch; ++r) ConvertActRow(type, values.data() + r * cols, cols, act.data() + r * stride);
     std::vector<float> y(rows * batch);
-    const double bytes = static_cast<double>(data.size() + scales.size() * 4);
+    const double bytes = static_cast<double>(data.size() + scales.size() * 2);
     for (const KernelTable* t : AllSupportedKernels()) {
       if (std::strcmp(t->name, "scalar") == 0 && rows * cols > (1 << 24)) continue;
       std::vector<double> secs;

@@ -22,7 +22,7 @@ constexpr WeightType kTypes[] = {WeightType::kF32, WeightType::kF16, WeightType:
 // A random packed matrix, built the way a model loader builds it: GGUF bytes, then PackFromGguf.
 struct TestMatrix {
   std::vector<uint8_t> data;
-  std::vector<float> scales;
+  std::vector<uint16_t> scales;
   WeightMatrix view;
 };
 
@@ -57,7 +57,7 @@ TestMatrix MakeMatrix(WeightType type, int64_t rows, int64_t cols, uint32_t seed
   }
   TestMatrix m;
   m.data.resize(PackedDataBytes(type, rows, cols));
-  m.scales.resize(PackedScaleBytes(type, rows, cols) / sizeof(float));
+  m.scales.resize(PackedScaleBytes(type, rows, cols) / sizeof(uint16_t));
   PackFromGguf(type, gguf.data(), rows, cols, m.data.data(), m.scales.data());
   m.view = {type, rows, cols, m.data.data(), m.scales.empty() ? nullptr : m.scales.data()};
   return m;

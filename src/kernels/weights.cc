@@ -39,11 +39,11 @@ size_t PackedDataBytes(WeightType type, int64_t rows, int64_t cols) {
 
 size_t PackedScaleBytes(WeightType type, int64_t rows, int64_t cols) {
   if (type != WeightType::kQ8_0 && type != WeightType::kQ4_0) return 0;
-  return static_cast<size_t>(RowGroups(rows) * (cols / kQBlock) * kRowGroup) * sizeof(float);
+  return static_cast<size_t>(RowGroups(rows) * (cols / kQBlock) * kRowGroup) * sizeof(uint16_t);
 }
 
 void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
-                  float* scales) {
+                  uint16_t* scales) {
   if (type != WeightType::kQ8_0 && type != WeightType::kQ4_0) {
     std::memcpy(data, gguf_rows, PackedDataBytes(type, rows, cols));
     return;
@@ -54,7 +54,7 @@ void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t 
   const size_t gb_bytes = GroupBlockBytes(type);
   for (int64_t g = 0; g < RowGroups(rows); ++g) {
     for (int64_t b = 0; b < nb; ++b) {
-      float* s = scales + (g * nb + b) * kRowGroup;
+      uint16_t* s = scales + (g * nb + b) * kRowGroup;
       uint8_t* q = out + (g * nb + b) * gb_bytes;
       // Value q of (row, element e of block b), 0 for padding rows; the row's scale.
       const auto value = [&](int64_t row, int e) -> int {
@@ -68,11 +68,11 @@ void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t 
       for (int l = 0; l < kRowGroup; ++l) {
         const int64_t row = g * kRowGroup + l;
         if (row >= rows) {
-          s[l] = 0.f;
+          s[l] = 0;  // f16 +0
         } else if (type == WeightType::kQ8_0) {
-          s[l] = Fp16ToFp32(static_cast<const BlockQ8_0*>(gguf_rows)[row * nb + b].d);
+          s[l] = static_cast<const BlockQ8_0*>(gguf_rows)[row * nb + b].d;
         } else {
-          s[l] = Fp16ToFp32(static_cast<const BlockQ4_0*>(gguf_rows)[row * nb + b].d);
+          s[l] = static_cast<const BlockQ4_0*>(gguf_rows)[row * nb + b].d;
         }
       }
       for (int st = 0; st < kSteps; ++st) {
@@ -106,7 +106,7 @@ int QuantValue(const WeightMatrix& w, int64_t o, int64_t i) {
 
 float QuantScale(const WeightMatrix& w, int64_t o, int64_t block) {
   const int64_t nb = w.cols / kQBlock;
-  return w.scales[((o / kRowGroup) * nb + block) * kRowGroup + o % kRowGroup];
+  return Fp16ToFp32(w.scales[((o / kRowGroup) * nb + block) * kRowGroup + o % kRowGroup]);
 }
 
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out) {

@@ -21,7 +21,7 @@ const char* WeightTypeName(WeightType type);
 //   kBF16: uint16_t data[rows][cols]
 //   kQ8_0, kQ4_0: rows interleaved in groups of 16 (the last group padded with zero rows),
 //     blocks of 32 elements as in GGUF, value = scale * q:
-//     scales: float [groups][blocks][16]   (scale of row 16g+l, block b; f16 widened, exact)
+//     scales: f16 [groups][blocks][16]   (scale of row 16g+l, block b, as GGUF stores it)
 //     data, per (group g, block b), eight steps s of 4 elements (elements 4s..4s+3 of the
 //     block) for the 16 rows:
 //       q8_0: 64 bytes per step, byte 4l+t = q(row 16g+l, element 4s+t) + 128 (as uint8)
@@ -36,7 +36,7 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   const void* data = nullptr;
-  const float* scales = nullptr;  // quantised types only
+  const uint16_t* scales = nullptr;  // quantised types only: f16 bits
 };
 
 inline int64_t RowGroups(int64_t rows) { return (rows + kRowGroup - 1) / kRowGroup; }
@@ -49,7 +49,7 @@ size_t PackedScaleBytes(WeightType type, int64_t rows, int64_t cols);
 // layout. `gguf_rows` holds `rows` rows of GGUF bytes; `data`/`scales` receive
 // PackedDataBytes/PackedScaleBytes. Float types are a plain copy.
 void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
-                  float* scales);
+                  uint16_t* scales);
 
 // The integer value q (q8_0: -127..127, q4_0: -8..7) of element i of row o, and its scale.
 int QuantValue(const WeightMatrix& w, int64_t o, int64_t i);

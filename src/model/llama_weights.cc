@@ -48,7 +48,7 @@ Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_
     uint8_t* p = buffer.data();
     if (p == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", total, name.c_str());
     storage_.push_back(std::move(buffer));
-    float* scales = reinterpret_cast<float*>(p + (data_bytes + 63) / 64 * 64);
+    auto* scales = reinterpret_cast<uint16_t*>(p + (data_bytes + 63) / 64 * 64);
     pending_.push_back({*type, m.data, rows, cols, p, scales});
     m.data = p;
     m.scales = scales;

@@ -74,7 +74,7 @@ class LlamaModel {
     const void* src;
     int64_t rows, cols;
     void* data;
-    float* scales;
+    uint16_t* scales;
   };
   std::vector<Pending> pending_;
   std::vector<AlignedBuffer> storage_;

@@ -1,6 +1,8 @@
 #include "runtime/thread_pool.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 namespace daisy::runtime {
 namespace {

@@ -62,8 +62,10 @@ void QuantGroup(const WeightMatrix& w, int64_t g, const ActQ8View& x, float* y, 
         }
       }
     }
-    const float* ws = w.scales + (g * nb + b) * kRowGroup;
-    for (int l = 0; l < kRowGroup; ++l) sum[l] += (ws[l] * x.d[b]) * static_cast<float>(isum[l]);
+    const uint16_t* ws = w.scales + (g * nb + b) * kRowGroup;
+    for (int l = 0; l < kRowGroup; ++l) {
+      sum[l] += (Fp16ToFp32(ws[l]) * x.d[b]) * static_cast<float>(isum[l]);
+    }
   }
   for (int l = 0; l < kRowGroup; ++l) {
     const int64_t o = g * kRowGroup + l;

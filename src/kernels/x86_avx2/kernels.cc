@@ -35,7 +35,7 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
   const int64_t nb = w.cols / kQBlock;
   constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? 256 : 512;
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + g * nb * kGroupBlockBytes;
-  const float* ws = w.scales + g * nb * kRowGroup;
+  const uint16_t* ws = w.scales + g * nb * kRowGroup;
   const __m256i mask = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i bias128 = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -79,8 +79,9 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
         iacc[j][1] = _mm256_add_epi32(iacc[j][1], _mm256_madd_epi16(p1, ones));
       }
     }
-    const __m256 s0 = _mm256_loadu_ps(ws + b * kRowGroup);
-    const __m256 s1 = _mm256_loadu_ps(ws + b * kRowGroup + 8);
+    const __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ws + b * kRowGroup)));
+    const __m256 s1 =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ws + b * kRowGroup + 8)));
     for (int j = 0; j < kRX; ++j) {
       const __m256 xd = _mm256_set1_ps(x[j].d[b]);
       acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[j][0]), _mm256_mul_ps(s0, xd), acc[j][0]);

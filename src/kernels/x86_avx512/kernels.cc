@@ -33,7 +33,7 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
   constexpr int kOffset = kType == WeightType::kQ4_0 ? 8 : 128;
   constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? 256 : 512;
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + g * nb * kGroupBlockBytes;
-  const float* ws = w.scales + g * nb * kRowGroup;
+  const uint16_t* ws = w.scales + g * nb * kRowGroup;
   const __m512i mask = _mm512_set1_epi8(0x0f);
   __m512 acc[kRX];
   for (int j = 0; j < kRX; ++j) acc[j] = _mm512_setzero_ps();
@@ -61,7 +61,8 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
         iacc[j] = _mm512_dpbusd_epi32(iacc[j], wv, _mm512_set1_epi32(four));
       }
     }
-    const __m512 scale = _mm512_loadu_ps(ws + b * kRowGroup);
+    const __m512 scale = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + b * kRowGroup)));
 #pragma GCC unroll 8
     for (int j = 0; j < kRX; ++j) {
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[j]),
