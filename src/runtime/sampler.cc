@@ -15,6 +15,9 @@ int32_t Sampler::Argmax(std::span<const float> logits) {
 }
 
 int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+  if (params_.temperature <= 0.0f && (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0)) {
+    return Argmax(logits);  // plain greedy: no copy of the vocabulary
+  }
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i]};
   // Repetition penalty (CTRL-style, as llama.cpp): divide positive logits, multiply negative.

@@ -106,4 +106,64 @@ test("a truncated or corrupt model is refused with the offset", () => {
   assert.match(r.err, /tensor count 1152921504606846976 cannot fit/);
 });
 
+test("run generates, streams, reports speeds, and is reproducible", () => {
+  const greedy = run(["run", "-m", model, "--ids", "72,101,108", "-n", "12", "--ignore-eos", "--json"]);
+  assert.equal(greedy.code, 0, greedy.err);
+  const g = lastJson(greedy.out);
+  assert.equal(g.ids.length, 12);
+  assert.equal(g.prompt_tokens, 3);
+  assert.ok(g.prompt_tok_s > 0 && g.decode_tok_s > 0);
+  assert.match(greedy.err, /prompt 3 tokens, [\d.]+ tok\/s; generated 12 tokens/);
+  // The same greedy ids with every kernel table and thread count (within one table the bits
+  // are batch- and thread-invariant; across tables only near-ties could differ, and this
+  // model has none in these 12 steps).
+  for (const extra of [["--threads", "1"], ["--kernels", "scalar"], ["--batch", "1"]]) {
+    const r = lastJson(run(["run", "-m", model, "--ids", "72,101,108", "-n", "12", "--ignore-eos", "--json", ...extra]).out);
+    assert.deepEqual(r.ids, g.ids, extra.join(" "));
+  }
+  // Text mode streams the decoded text to stdout.
+  const text = run(["run", "-m", model, "-p", "Hello", "-n", "8", "--ignore-eos"]);
+  assert.equal(text.code, 0, text.err);
+  const again = lastJson(run(["run", "-m", model, "-p", "Hello", "-n", "8", "--ignore-eos", "--json"]).out);
+  assert.equal(text.out, again.text + "\n");
+  // Sampling: same seed, same tokens; another seed, other tokens.
+  const sample = (seed) => lastJson(run(["run", "-m", model, "--ids", "72,101", "-n", "24", "--ignore-eos",
+                                          "--temp", "1.5", "--top-k", "0", "--top-p", "1", "--min-p", "0",
+                                          "--seed", String(seed), "--json"]).out).ids;
+  assert.deepEqual(sample(5), sample(5));
+  assert.notDeepEqual(sample(5), sample(6));
+});
+
+test("run refuses bad input clearly", () => {
+  const cases = [
+    [["run", "-m", model, "--ids", "1,99999999", "-n", "2"], /--ids: '99999999' is not a token id below/],
+    [["run", "-m", model, "--ids", "1,x", "-n", "2"], /--ids: 'x' is not a token id/],
+    [["run", "-m", model, "-p", "a", "--ids", "1", "-n", "2"], /give exactly one of -p and --ids/],
+    [["run", "-m", model, "-n", "2"], /give exactly one of -p and --ids/],
+    [["run", "-m", path.join(dir, "none.gguf"), "-p", "a"], /no such file/],
+    [["run", "-m", model, "--ids", "1", "--kernels", "sse9"], /--kernels sse9 is not supported/],
+    [["score", "-m", model, "--ids", "", "--json"], /give exactly one of -p and --ids/],
+  ];
+  for (const [args, pattern] of cases) {
+    const r = run(args);
+    assert.notEqual(r.code, 0, args.join(" "));
+    assert.match(r.err, pattern, args.join(" "));
+  }
+});
+
+test("score lists log-probabilities that are a distribution", () => {
+  const r = run(["score", "-m", model, "--ids", "72,101,108,108,111", "--top", "4", "--json"]);
+  assert.equal(r.code, 0, r.err);
+  const j = lastJson(r.out);
+  assert.equal(j.positions.length, 5);
+  for (const p of j.positions) {
+    assert.equal(p.top.length, 4);
+    const mass = p.top.reduce((a, [, lp]) => a + Math.exp(lp), 0);
+    assert.ok(mass > 0 && mass <= 1 + 1e-9);
+    for (let i = 1; i < 4; i++) assert.ok(p.top[i][1] <= p.top[i - 1][1]);
+  }
+  assert.equal(j.positions[0].next, 101);
+  assert.equal(j.positions[4].next, -1);
+});
+
 test.after(() => fs.rmSync(dir, {recursive: true, force: true}));

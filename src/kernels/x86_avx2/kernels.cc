@@ -103,17 +103,25 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
   constexpr int kMaxRX = 3;
-  for (int r = 0; r < n_rows; r += kMaxRX) {
-    ActQ8View x[kMaxRX];
-    const int n = n_rows - r >= kMaxRX ? kMaxRX : n_rows - r;
-    for (int j = 0; j < n; ++j) {
-      x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
-    }
-    for (int64_t g = g_begin; g < g_end; ++g) {
-      switch (n) {
-        case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-        case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-        default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+  // Row groups in blocks of about 256 KiB of weights, which stay in L2 while every activation
+  // row passes over them: a long prompt reads each weight from memory once.
+  constexpr int64_t kGroupBytes = (kType == WeightType::kQ4_0 ? 256 : 512) + 32;
+  const int64_t per_block =
+      std::max<int64_t>(1, (256 << 10) / (kGroupBytes * (w.cols / kQBlock)));
+  for (int64_t gb = g_begin; gb < g_end; gb += per_block) {
+    const int64_t ge = std::min(g_end, gb + per_block);
+    for (int r = 0; r < n_rows; r += kMaxRX) {
+      ActQ8View x[kMaxRX];
+      const int n = n_rows - r >= kMaxRX ? kMaxRX : n_rows - r;
+      for (int j = 0; j < n; ++j) {
+        x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
+      }
+      for (int64_t g = gb; g < ge; ++g) {
+        switch (n) {
+          case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        }
       }
     }
   }

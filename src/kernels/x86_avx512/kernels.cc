@@ -37,10 +37,17 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
   const __m512i mask = _mm512_set1_epi8(0x0f);
   __m512 acc[kRX];
   for (int j = 0; j < kRX; ++j) acc[j] = _mm512_setzero_ps();
+  // Integer sums are exact, so a block's eight steps can be split over independent partial
+  // sums (shorter dependency chains: with one activation row, a single chain of eight
+  // vpdpbusd would leave the core waiting on their latency) without changing any result.
+  constexpr int kChains = kRX >= 4 ? 1 : (kRX >= 2 ? 2 : 4);
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i iacc[kRX];
+    __m512i iacc[kRX][kChains];
 #pragma GCC unroll 8
-    for (int j = 0; j < kRX; ++j) iacc[j] = _mm512_set1_epi32(-kOffset * x[j].block_sum[b]);
+    for (int j = 0; j < kRX; ++j) {
+      iacc[j][0] = _mm512_set1_epi32(-kOffset * x[j].block_sum[b]);
+      for (int c = 1; c < kChains; ++c) iacc[j][c] = _mm512_setzero_si512();
+    }
     const uint8_t* qb = q + b * kGroupBlockBytes;
     _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
 #pragma GCC unroll 8
@@ -58,14 +65,18 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
       for (int j = 0; j < kRX; ++j) {
         int32_t four;
         std::memcpy(&four, x[j].qs + b * kQBlock + s * 4, 4);
-        iacc[j] = _mm512_dpbusd_epi32(iacc[j], wv, _mm512_set1_epi32(four));
+        iacc[j][s % kChains] = _mm512_dpbusd_epi32(iacc[j][s % kChains], wv, _mm512_set1_epi32(four));
       }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < kRX; ++j) {
+      for (int c = 1; c < kChains; ++c) iacc[j][0] = _mm512_add_epi32(iacc[j][0], iacc[j][c]);
     }
     const __m512 scale = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + b * kRowGroup)));
 #pragma GCC unroll 8
     for (int j = 0; j < kRX; ++j) {
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[j]),
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[j][0]),
                                _mm512_mul_ps(scale, _mm512_set1_ps(x[j].d[b])), acc[j]);
     }
   }
@@ -83,20 +94,28 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
   constexpr int kMaxRX = 6;
-  for (int r = 0; r < n_rows; r += kMaxRX) {
-    ActQ8View x[kMaxRX];
-    const int n = n_rows - r >= kMaxRX ? kMaxRX : n_rows - r;
-    for (int j = 0; j < n; ++j) {
-      x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
-    }
-    for (int64_t g = g_begin; g < g_end; ++g) {
-      switch (n) {
-        case 6: GroupTile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-        case 5: GroupTile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-        case 4: GroupTile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-        case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-        case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-        default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+  // Row groups in blocks of about 256 KiB of weights, which stay in L2 while every activation
+  // row passes over them: a long prompt reads each weight from memory once.
+  constexpr int64_t kGroupBytes = (kType == WeightType::kQ4_0 ? 256 : 512) + 32;
+  const int64_t per_block =
+      std::max<int64_t>(1, (256 << 10) / (kGroupBytes * (w.cols / kQBlock)));
+  for (int64_t gb = g_begin; gb < g_end; gb += per_block) {
+    const int64_t ge = std::min(g_end, gb + per_block);
+    for (int r = 0; r < n_rows; r += kMaxRX) {
+      ActQ8View x[kMaxRX];
+      const int n = n_rows - r >= kMaxRX ? kMaxRX : n_rows - r;
+      for (int j = 0; j < n; ++j) {
+        x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
+      }
+      for (int64_t g = gb; g < ge; ++g) {
+        switch (n) {
+          case 6: GroupTile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 5: GroupTile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 4: GroupTile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+        }
       }
     }
   }
