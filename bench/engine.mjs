@@ -76,7 +76,9 @@ async function runLlama(llama, file, threads) {
 
 const stats = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
-  return {min: +s[0].toFixed(2), median: +s[Math.floor(s.length / 2)].toFixed(2), max: +s[s.length - 1].toFixed(2)};
+  const n = s.length;
+  const median = n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  return {min: +s[0].toFixed(2), median: +median.toFixed(2), max: +s[n - 1].toFixed(2)};
 };
 
 const llama = await getReferenceLlama();
