@@ -46,6 +46,26 @@ struct BigramOrder {
 };
 using BigramQueue = std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder>;
 
+// Pops candidate merges best first and merges them, skipping stale ones (a side already merged
+// away or grown since the candidate was queued); each merge queues the new neighbours through
+// add_bigram(left, right). Shared by BPE (priority = -rank) and SentencePiece (= score).
+template <typename AddBigram>
+void MergeAll(std::vector<Symbol>& symbols, BigramQueue& queue, const AddBigram& add_bigram) {
+  while (!queue.empty()) {
+    const Bigram b = queue.top();
+    queue.pop();
+    Symbol& l = symbols[b.left];
+    Symbol& r = symbols[b.right];
+    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;
+    l.n += r.n;
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) symbols[r.next].prev = b.left;
+    add_bigram(l.prev, b.left);
+    add_bigram(b.left, l.next);
+  }
+}
+
 std::vector<Symbol> SplitIntoChars(std::string_view word) {
   std::vector<Symbol> symbols;
   for (size_t off = 0; off < word.size();) {
@@ -256,19 +276,7 @@ void Tokenizer::Impl::EncodeBpeWord(std::string_view word, std::vector<int32_t>&
     queue.push({-static_cast<double>(rank), left, right, l.n + r.n});
   };
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) add_bigram(i - 1, i);
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = symbols[b.left];
-    Symbol& r = symbols[b.right];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) symbols[r.next].prev = b.left;
-    add_bigram(l.prev, b.left);
-    add_bigram(b.left, l.next);
-  }
+  MergeAll(symbols, queue, add_bigram);
   for (int i = 0; i >= 0 && i < static_cast<int>(symbols.size()); i = symbols[i].next) {
     const std::string_view text = word.substr(symbols[i].offset, symbols[i].n);
     const int32_t id = Lookup(text);
@@ -297,19 +305,7 @@ void Tokenizer::Impl::EncodeSpm(std::string_view text, std::vector<int32_t>& out
     queue.push({score, left, right, l.n + r.n});
   };
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) add_bigram(i - 1, i);
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = symbols[b.left];
-    Symbol& r = symbols[b.right];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) symbols[r.next].prev = b.left;
-    add_bigram(l.prev, b.left);
-    add_bigram(b.left, l.next);
-  }
+  MergeAll(symbols, queue, add_bigram);
   for (int i = 0; i >= 0 && i < static_cast<int>(symbols.size()); i = symbols[i].next) {
     const std::string_view piece = text.substr(symbols[i].offset, symbols[i].n);
     const int32_t id = Lookup(piece);
