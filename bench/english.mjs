@@ -1,5 +1,7 @@
 // Deterministic English-like text for tokenizer benchmarks: sentences of common words with
 // realistic punctuation, capitals, numbers, quotes and paragraphs.
+import {mulberry32} from "../tests/parity/lib.mjs";
+
 const WORDS = (
   "the of and to a in is it you that he was for on are with as I his they be at one have this " +
   "from or had by hot word but what some we can out other were all there when up use your how " +
@@ -24,16 +26,6 @@ const WORDS = (
   "king space heard best hour better true during hundred five remember step early hold west " +
   "ground interest reach fast verb sing listen six table travel less morning ten simple several"
 ).split(" ");
-
-function mulberry32(seed) {
-  return () => {
-    seed |= 0;
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function englishText(bytes, seed = 42) {
   const rand = mulberry32(seed);

@@ -260,8 +260,7 @@ Status GenerateModel(const GenerateOptions& options, const tokenizer::VocabData&
       }
     }
   }
-  DAISY_ASSIGN_OR_RETURN(uint64_t size, writer.Finish());
-  (void)size;
+  DAISY_RETURN_IF_ERROR(writer.Finish().status());
   if (o.progress) o.progress(total, total);
   return Status::Ok();
 }

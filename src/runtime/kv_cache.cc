@@ -10,7 +10,7 @@ size_t KvCache::bytes_per_sequence() const {
          sizeof(float);
 }
 
-Status KvCache::Prepare(int32_t seq, int32_t start_pos, int32_t n_new) {
+Status KvCache::CheckPrepare(int32_t seq, int32_t start_pos, int32_t n_new) const {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) {
     if (start_pos != 0) {
@@ -25,10 +25,21 @@ Status KvCache::Prepare(int32_t seq, int32_t start_pos, int32_t n_new) {
                                HumanBytes(options_.budget_bytes).c_str(), seqs_.size(),
                                HumanBytes(bytes_per_sequence()).c_str());
     }
-    if (n_new > options_.seq_capacity) {
-      return OutOfRange("sequence %d needs %d positions but the KV cache holds %d per sequence",
-                        seq, n_new, options_.seq_capacity);
-    }
+  } else if (start_pos > it->second.length) {
+    return OutOfRange("sequence %d has %d positions; rows cannot start at %d", seq,
+                      it->second.length, start_pos);
+  }
+  if (static_cast<int64_t>(start_pos) + n_new > options_.seq_capacity) {
+    return OutOfRange("sequence %d would reach %d positions; the KV cache holds %d per sequence",
+                      seq, start_pos + n_new, options_.seq_capacity);
+  }
+  return Status::Ok();
+}
+
+Status KvCache::Prepare(int32_t seq, int32_t start_pos, int32_t n_new) {
+  DAISY_RETURN_IF_ERROR(CheckPrepare(seq, start_pos, n_new));
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) {
     Seq s;
     s.data = AlignedBuffer::Allocate(bytes_per_sequence());
     if (s.data.data() == nullptr) {
@@ -37,16 +48,7 @@ Status KvCache::Prepare(int32_t seq, int32_t start_pos, int32_t n_new) {
     }
     it = seqs_.emplace(seq, std::move(s)).first;
   }
-  Seq& s = it->second;
-  if (start_pos > s.length) {
-    return OutOfRange("sequence %d has %d positions; rows cannot start at %d", seq, s.length,
-                      start_pos);
-  }
-  if (static_cast<int64_t>(start_pos) + n_new > options_.seq_capacity) {
-    return OutOfRange("sequence %d would reach %d positions; the KV cache holds %d per sequence",
-                      seq, start_pos + n_new, options_.seq_capacity);
-  }
-  s.length = start_pos;  // the rewind: positions from start_pos on are overwritten
+  it->second.length = start_pos;  // the rewind: positions from start_pos on are overwritten
   return Status::Ok();
 }
 

@@ -35,6 +35,9 @@ class KvCache {
   // OutOfRange when start_pos is beyond the current length or the capacity would be exceeded;
   // ResourceExhausted when a new sequence does not fit the budget.
   Status Prepare(int32_t seq, int32_t start_pos, int32_t n_new);
+  // The checks of Prepare without its effect: callers that prepare several sequences check
+  // them all first, so that a refused batch changes nothing.
+  Status CheckPrepare(int32_t seq, int32_t start_pos, int32_t n_new) const;
   // Commits the length after a forward pass appended tokens.
   void SetLength(int32_t seq, int32_t length);
   // Keeps the first `length` tokens (no-op when already shorter).

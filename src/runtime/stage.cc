@@ -97,15 +97,7 @@ Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hid
   DAISY_RETURN_IF_ERROR(Validate(rows, hidden_in, out, runs));
   // Check every sequence before changing any, so that a refused batch changes nothing.
   for (const SeqRun& s : runs) {
-    const int32_t len = kv_.Length(s.seq);
-    const int32_t start = rows[s.begin].pos;
-    if (start > len) {
-      return OutOfRange("sequence %d has %d positions; rows cannot start at %d", s.seq, len, start);
-    }
-    if (start + (s.end - s.begin) > options_.seq_capacity) {
-      return OutOfRange("sequence %d would reach %d positions; the KV cache holds %d per sequence",
-                        s.seq, start + (s.end - s.begin), options_.seq_capacity);
-    }
+    DAISY_RETURN_IF_ERROR(kv_.CheckPrepare(s.seq, rows[s.begin].pos, s.end - s.begin));
   }
   for (const SeqRun& s : runs) {
     DAISY_RETURN_IF_ERROR(kv_.Prepare(s.seq, rows[s.begin].pos, s.end - s.begin));

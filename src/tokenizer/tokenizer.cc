@@ -165,7 +165,7 @@ Result<Tokenizer> Tokenizer::Create(VocabData vocab) {
     const int32_t id = m.Lookup(text);
     if (id < 0) continue;
     m.eog[id] = true;
-    if (m.types[id] != TokenType::kControl) m.types[id] = TokenType::kControl;
+    m.types[id] = TokenType::kControl;
   }
   int32_t eot = v.eot_id;
   for (size_t k = 0; eot < 0 && k < std::size(kEotTexts); ++k) eot = m.Lookup(kEotTexts[k]);

@@ -24,7 +24,7 @@
 //   node tests/parity/engine_parity.mjs [--daisy build/apps/daisy] [--quick]
 import fs from "node:fs";
 import path from "node:path";
-import {daisyBinary, finish, getReferenceLlama, parseArgs, runDaisy, tempDir, tokenizerJson} from "./lib.mjs";
+import {daisyBinary, finish, getReferenceLlama, mulberry32, parseArgs, runDaisy, tempDir, tokenizerJson} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -36,14 +36,6 @@ const MARGIN = {f32: 0.1, f16: 0.1, bf16: 0.3, q8_0: 0.8, q4_0: 0.8};
 const TOL = {f32: {max: 0.03, mean: 0.01}, f16: {max: 0.05, mean: 0.015}, bf16: {max: 0.25, mean: 0.08},
              q8_0: {max: 0.8, mean: 0.2}, q4_0: {max: 0.8, mean: 0.2}};
 
-function mulberry32(seed) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function llamaScores(file, tokens, kvType, topK) {
   const model = await llama.loadModel({modelPath: file});

@@ -42,6 +42,16 @@ export function lastJsonLine(stdout) {
   return JSON.parse(lines[lines.length - 1]);
 }
 
+// A small seeded PRNG (mulberry32): deterministic test data without Math.random.
+export function mulberry32(seed) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 export function tempDir(prefix) {
   return fs.mkdtempSync(path.join(os.tmpdir(), `daisy-${prefix}-`));
 }
