@@ -15,6 +15,7 @@ Runner AddTokenize(CLI::App& app);
 Runner AddDetokenize(CLI::App& app);
 Runner AddRun(CLI::App& app);
 Runner AddScore(CLI::App& app);
+Runner AddCompile(CLI::App& app);
 
 // Prints "daisy: error: <message>" to stderr and returns the exit code for failures.
 int Fail(const std::string& message);

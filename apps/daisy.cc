@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   add("run", "Generate text with a model on this machine", daisy::apps::AddRun);
   add("score", "Log-probabilities of every position of a token sequence (teacher forcing)",
       daisy::apps::AddScore);
+  add("compile", "Split a model into pre-packed pipeline shards, one per stage",
+      daisy::apps::AddCompile);
 
   CLI11_PARSE(app, argc, argv);
   daisy::SetLogLevel(verbose ? daisy::LogLevel::kDebug

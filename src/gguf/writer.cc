@@ -83,7 +83,52 @@ void Writer::KeyHeader(std::string_view key, ValueType type) {
   }
   AppendString(kv_bytes_, key);
   Append<uint32_t>(kv_bytes_, static_cast<uint32_t>(type));
+  value_offsets_.emplace(std::string(key), kv_bytes_.size());
   ++n_kv_;
+}
+
+Result<uint64_t> Writer::ValueOffset(std::string_view key) const {
+  auto it = value_offsets_.find(std::string(key));
+  if (it == value_offsets_.end()) {
+    return NotFound("metadata key '%.*s' was not added", static_cast<int>(key.size()), key.data());
+  }
+  constexpr uint64_t kHeaderBytes = 4 + 4 + 8 + 8;  // magic, version, tensor count, kv count
+  return kHeaderBytes + it->second;
+}
+
+namespace {
+void AppendScalar(std::string& out, ValueType type, const Value& v) {
+  switch (type) {
+    case ValueType::kUint8: Append<uint8_t>(out, static_cast<uint8_t>(v.u)); break;
+    case ValueType::kInt8: Append<int8_t>(out, static_cast<int8_t>(v.i)); break;
+    case ValueType::kUint16: Append<uint16_t>(out, static_cast<uint16_t>(v.u)); break;
+    case ValueType::kInt16: Append<int16_t>(out, static_cast<int16_t>(v.i)); break;
+    case ValueType::kUint32: Append<uint32_t>(out, static_cast<uint32_t>(v.u)); break;
+    case ValueType::kInt32: Append<int32_t>(out, static_cast<int32_t>(v.i)); break;
+    case ValueType::kFloat32: Append<float>(out, static_cast<float>(v.f)); break;
+    case ValueType::kBool: Append<uint8_t>(out, v.u != 0 ? 1 : 0); break;
+    case ValueType::kUint64: Append<uint64_t>(out, v.u); break;
+    case ValueType::kInt64: Append<int64_t>(out, v.i); break;
+    case ValueType::kFloat64: Append<double>(out, v.f); break;
+    case ValueType::kString: AppendString(out, v.str); break;
+    case ValueType::kArray: break;  // never nested: the reader refuses arrays of arrays
+  }
+}
+}  // namespace
+
+void Writer::AddValue(std::string_view key, const Value& value) {
+  KeyHeader(key, value.type);
+  if (value.type != ValueType::kArray) {
+    AppendScalar(kv_bytes_, value.type, value);
+    return;
+  }
+  Append<uint32_t>(kv_bytes_, static_cast<uint32_t>(value.elem_type));
+  Append<uint64_t>(kv_bytes_, value.count);
+  if (value.elem_type == ValueType::kString) {
+    for (std::string_view s : value.strings) AppendString(kv_bytes_, s);
+  } else {
+    kv_bytes_.append(reinterpret_cast<const char*>(value.raw.data()), value.raw.size());
+  }
 }
 
 void Writer::AddString(std::string_view key, std::string_view value) {

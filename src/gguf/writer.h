@@ -17,7 +17,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include <unordered_map>
+
 #include "base/status.h"
+#include "gguf/reader.h"
 #include "gguf/types.h"
 
 namespace daisy::gguf {
@@ -44,6 +47,15 @@ class Writer {
   void AddStringArray(std::string_view key, std::span<const std::string> values);
   void AddInt32Array(std::string_view key, std::span<const int32_t> values);
   void AddFloat32Array(std::string_view key, std::span<const float> values);
+
+  // Any value a Reader produced (every scalar type, strings, arrays of scalars or strings):
+  // copies metadata from one file to another unchanged.
+  void AddValue(std::string_view key, const Value& value);
+
+  // Where `key`'s value starts in the file (for a string: its u64 length), known as soon as
+  // the key is added (the header layout is fixed by then). Lets a caller patch a fixed-size
+  // value after Finish(), for example a checksum of data written later.
+  Result<uint64_t> ValueOffset(std::string_view key) const;
 
   // Declares the next tensor; `ne` lists dimensions innermost first (ggml order).
   Status AddTensor(std::string_view name, TensorType type, std::span<const int64_t> ne);
@@ -79,6 +91,7 @@ class Writer {
   std::vector<PendingTensor> tensors_;
   uint64_t next_data_offset_ = 0;
   std::unordered_set<std::string> keys_;
+  std::unordered_map<std::string, uint64_t> value_offsets_;  // into kv_bytes_
   std::string first_error_;   // a metadata error, reported at the header write
   bool header_written_ = false;
   bool finished_ = false;

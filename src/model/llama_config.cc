@@ -85,10 +85,17 @@ Result<LlamaConfig> LlamaConfig::FromGguf(const gguf::Reader& r) {
     DAISY_ASSIGN_OR_RETURN(double theta, r.GetFloat("llama.rope.freq_base"));
     c.rope_theta = static_cast<float>(theta);
   }
-  const gguf::TensorInfo* embd = r.FindTensor("token_embd.weight");
-  if (embd == nullptr) return DataLoss("%s: tensor token_embd.weight is missing", r.name().c_str());
-  c.n_vocab = static_cast<int>(embd->ne[1]);
-  c.tied_embeddings = r.FindTensor("output.weight") == nullptr;
+  // A pipeline shard (shard/format.h) may hold neither the embeddings nor the head: it states
+  // the vocabulary size and the tying in metadata instead.
+  if (r.Find(kTiedEmbeddingsKey) != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.n_vocab, ReadDim(r, "llama.vocab_size"));
+    DAISY_ASSIGN_OR_RETURN(c.tied_embeddings, r.GetBool(kTiedEmbeddingsKey));
+  } else {
+    const gguf::TensorInfo* embd = r.FindTensor("token_embd.weight");
+    if (embd == nullptr) return DataLoss("%s: tensor token_embd.weight is missing", r.name().c_str());
+    c.n_vocab = static_cast<int>(embd->ne[1]);
+    c.tied_embeddings = r.FindTensor("output.weight") == nullptr;
+  }
   c.rope_scaling.enabled = r.FindTensor("rope_freqs.weight") != nullptr;
   Status s = c.Validate();
   if (!s.ok()) return s.With(r.name());

@@ -12,6 +12,10 @@
 
 namespace daisy::model {
 
+// Set in pipeline shards (which may lack token_embd/output): whether the model ties its LM head
+// to the embeddings. With it, llama.vocab_size gives the vocabulary size.
+inline constexpr std::string_view kTiedEmbeddingsKey = "daisy.tied_embeddings";
+
 // Llama 3.1's rope frequency scaling ("llama3" rope type), stored by converters as the
 // rope_freqs.weight tensor computed from these factors.
 struct RopeScaling {

@@ -1,6 +1,7 @@
 #include "model/llama_weights.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "base/strings.h"
@@ -23,10 +24,55 @@ Result<kernels::WeightType> ToWeightType(gguf::TensorType t) {
 
 }  // namespace
 
+Result<kernels::WeightMatrix> LlamaModel::PackedMatrix(const std::string& name, int64_t rows,
+                                                       int64_t cols) {
+  const char* file = reader_->name().c_str();
+  const gguf::TensorInfo* scales = reader_->FindTensor(name + ".scales");
+  const gguf::TensorInfo* q8 = reader_->FindTensor(name + ".q8_0");
+  const gguf::TensorInfo* q4 = reader_->FindTensor(name + ".q4_0");
+  if (scales == nullptr || (q8 == nullptr) == (q4 == nullptr)) {
+    return DataLoss("%s: tensor %s is missing", file, name.c_str());
+  }
+  const kernels::WeightType type = q8 != nullptr ? kernels::WeightType::kQ8_0 : kernels::WeightType::kQ4_0;
+  const gguf::TensorInfo* data = q8 != nullptr ? q8 : q4;
+  if (cols % kernels::kQBlock != 0) {
+    return DataLoss("%s: packed tensor %s has rows of %lld, not a multiple of 32", file,
+                    name.c_str(), static_cast<long long>(cols));
+  }
+  const size_t data_bytes = kernels::PackedDataBytes(type, rows, cols);
+  const size_t scale_bytes = kernels::PackedScaleBytes(type, rows, cols);
+  if (data->type != gguf::TensorType::kI8 || data->n_bytes != data_bytes ||
+      scales->type != gguf::TensorType::kF16 || scales->n_bytes != scale_bytes) {
+    return DataLoss("%s: packed tensor %s has %llu + %llu bytes (types %s, %s), expected %zu + "
+                    "%zu (i8, f16) for [%lld, %lld] %s", file, name.c_str(),
+                    static_cast<unsigned long long>(data->n_bytes),
+                    static_cast<unsigned long long>(scales->n_bytes), gguf::Traits(data->type).name,
+                    gguf::Traits(scales->type).name, data_bytes, scale_bytes,
+                    static_cast<long long>(rows), static_cast<long long>(cols),
+                    kernels::WeightTypeName(type));
+  }
+  const uint8_t* src_data = reader_->TensorData(*data).data();
+  const uint8_t* src_scales = reader_->TensorData(*scales).data();
+  kernels::WeightMatrix m{type, rows, cols, src_data, reinterpret_cast<const uint16_t*>(src_scales)};
+  if (copy_packed_) {
+    const size_t padded = (data_bytes + 63) / 64 * 64;
+    AlignedBuffer buffer = AlignedBuffer::Allocate(padded + scale_bytes);
+    if (buffer.data() == nullptr) {
+      return ResourceExhausted("cannot allocate %zu bytes for %s", padded + scale_bytes, name.c_str());
+    }
+    std::memcpy(buffer.data(), src_data, data_bytes);
+    std::memcpy(buffer.data() + padded, src_scales, scale_bytes);
+    m.data = buffer.data();
+    m.scales = reinterpret_cast<const uint16_t*>(buffer.data() + padded);
+    storage_.push_back(std::move(buffer));
+  }
+  return m;
+}
+
 Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_t rows,
                                                  int64_t cols) {
   const gguf::TensorInfo* t = reader_->FindTensor(name);
-  if (t == nullptr) return DataLoss("%s: tensor %s is missing", reader_->name().c_str(), name.c_str());
+  if (t == nullptr) return PackedMatrix(name, rows, cols);
   if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows) {
     return DataLoss("%s: tensor %s has shape [%lld, %lld], expected [%lld, %lld]",
                     reader_->name().c_str(), name.c_str(), static_cast<long long>(t->ne[0]),
@@ -70,8 +116,14 @@ Result<const float*> LlamaModel::Vector(const std::string& name, int64_t n) {
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesystem::path& path,
                                                      const LoadOptions& options) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
   DAISY_ASSIGN_OR_RETURN(gguf::Reader reader, gguf::Reader::Open(path));
+  return Open(std::move(reader), options);
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(gguf::Reader reader,
+                                                     const LoadOptions& options) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->copy_packed_ = options.copy_packed;
   m->reader_ = std::make_unique<gguf::Reader>(std::move(reader));
   DAISY_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->reader_));
   const LlamaConfig& c = m->config_;

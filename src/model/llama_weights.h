@@ -1,9 +1,10 @@
 // LlamaModel: a Llama GGUF opened for inference — hyper-parameters plus weight views in the
-// kernels' packed layout. f32/f16/bf16 tensors are zero-copy views into the mapped file;
-// q8_0/q4_0 tensors are repacked once at load (scales split from quants; see
+// kernels' packed layout. f32/f16/bf16 tensors are zero-copy views into the mapped file.
+// q8_0/q4_0 tensors of a plain GGUF are repacked once at load (scales split from quants; see
 // kernels/weights.h), which costs one pass over them and a second copy in memory, as
-// llama.cpp's own Q4_0 repacking does. (Pre-compiled shards, issue #4, store the packed
-// layout directly so that loading is mmap and nothing else.)
+// llama.cpp's own Q4_0 repacking does. A pre-compiled shard (shard/format.h) stores them
+// already packed, as two tensors NAME.q8_0|NAME.q4_0 (i8, the packed bytes) and NAME.scales
+// (f16); those are bound where they lie, so loading a shard is mmap and nothing else.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,10 @@ struct LoadOptions {
   bool embeddings = true;
   bool head = true;
   int threads = 0;      // repacking threads (0: all cores)
+  // Copy pre-packed weights out of the mapping into 2 MiB-page anonymous memory (one memcpy per
+  // tensor). Page-cache mappings use 4 KiB pages, which can make decode several times slower
+  // on machines where TLB misses are expensive (see docs/architecture.md).
+  bool copy_packed = false;
 };
 
 class LlamaModel {
@@ -55,6 +60,9 @@ class LlamaModel {
   // Opens, validates (every tensor present with the expected shape and a supported type) and
   // loads. Errors name the file and the tensor.
   static Result<std::unique_ptr<LlamaModel>> Load(const std::filesystem::path& path,
+                                                  const LoadOptions& options = {});
+  // The same from an opened file.
+  static Result<std::unique_ptr<LlamaModel>> Open(gguf::Reader reader,
                                                   const LoadOptions& options = {});
 
   const LlamaConfig& config() const { return config_; }
@@ -64,6 +72,7 @@ class LlamaModel {
  private:
   LlamaModel() = default;
   Result<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
+  Result<kernels::WeightMatrix> PackedMatrix(const std::string& name, int64_t rows, int64_t cols);
   Result<const float*> Vector(const std::string& name, int64_t n);
 
   LlamaConfig config_;
@@ -77,6 +86,7 @@ class LlamaModel {
     uint16_t* scales;
   };
   std::vector<Pending> pending_;
+  bool copy_packed_ = false;
   std::vector<AlignedBuffer> storage_;
 };
 
