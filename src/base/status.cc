@@ -17,6 +17,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kOutOfRange: return "OutOfRange";
     case StatusCode::kUnimplemented: return "Unimplemented";
     case StatusCode::kUnavailable: return "Unavailable";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kIoError: return "IoError";
@@ -54,6 +55,7 @@ DAISY_DEFINE_STATUS_CTOR(NotFound)
 DAISY_DEFINE_STATUS_CTOR(OutOfRange)
 DAISY_DEFINE_STATUS_CTOR(Unimplemented)
 DAISY_DEFINE_STATUS_CTOR(Unavailable)
+DAISY_DEFINE_STATUS_CTOR(PermissionDenied)
 DAISY_DEFINE_STATUS_CTOR(ResourceExhausted)
 DAISY_DEFINE_STATUS_CTOR(Internal)
 DAISY_DEFINE_STATUS_CTOR(IoError)

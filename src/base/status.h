@@ -21,6 +21,7 @@ enum class StatusCode : uint8_t {
   kResourceExhausted,
   kInternal,
   kIoError,
+  kPermissionDenied,  // authentication failed
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -59,6 +60,7 @@ Status Unavailable(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status ResourceExhausted(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status Internal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status IoError(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+Status PermissionDenied(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Either a T or a non-OK Status. g++ 12 has no std::expected in C++20 mode.
 template <typename T>

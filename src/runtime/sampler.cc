@@ -15,6 +15,19 @@ int32_t Sampler::Argmax(std::span<const float> logits) {
 }
 
 int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+  return Sample(logits, history, history.size());
+}
+
+uint64_t Sampler::DrawSeed(uint64_t seed, uint64_t position) {
+  // SplitMix64 of (seed, position): independent draws per position, no carried state.
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (position + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history,
+                        uint64_t position) {
   if (params_.temperature <= 0.0f && (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0)) {
     return Argmax(logits);  // plain greedy: no copy of the vocabulary
   }
@@ -81,7 +94,8 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
         std::exp(static_cast<double>(candidates_[i].logit - max) / params_.temperature);
   }
   std::uniform_real_distribution<double> uniform(0.0, total);
-  double u = uniform(rng_);
+  std::mt19937_64 rng(DrawSeed(params_.seed, position));
+  double u = uniform(rng);
   for (size_t i = 0; i < keep; ++i) {
     u -= weights[i];
     if (u < 0) return candidates_[i].id;

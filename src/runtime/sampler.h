@@ -1,6 +1,8 @@
 // Sampler: picks the next token from logits. Greedy (temperature 0) is the argmax, ties to the
 // lowest id. Otherwise, in llama.cpp's default order: repetition penalty, top-k, top-p, min-p,
-// temperature, then a draw from the seeded generator (same seed, same tokens).
+// temperature, then a draw from a generator seeded by (seed, position): the same seed gives the
+// same tokens, and the draw carries no state from one token to the next, so the last stage of a
+// pipeline can sample with nothing but the seed and the position.
 // Thread-compatible.
 #pragma once
 
@@ -23,10 +25,15 @@ struct SamplingParams {
 
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+  explicit Sampler(const SamplingParams& params) : params_(params) {}
 
-  // `history`: the tokens so far (the penalty looks at the last repeat_last_n of them).
+  // `history`: the tokens so far (the penalty looks at the last repeat_last_n of them); the
+  // new token's position is history.size().
   int32_t Sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The same with only the tail of the history at hand: the new token is at `position`.
+  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history, uint64_t position);
+  const SamplingParams& params() const { return params_; }
+  static uint64_t DrawSeed(uint64_t seed, uint64_t position);
 
   static int32_t Argmax(std::span<const float> logits);
 
@@ -36,7 +43,6 @@ class Sampler {
     float logit;
   };
   SamplingParams params_;
-  std::mt19937_64 rng_;
   std::vector<Candidate> candidates_;
 };
 

@@ -1,0 +1,78 @@
+#include "pipeline/messages.h"
+
+namespace daisy::pipeline {
+
+using transport::Decoder;
+using transport::Encoder;
+
+std::vector<uint8_t> EncodeShardInfo(const shard::ShardInfo& s) {
+  Encoder e;
+  e.Put<uint32_t>(s.format_version);
+  e.PutString(s.fingerprint);
+  for (int v : {s.stage, s.n_stages, s.first_layer, s.last_layer, s.n_layers, s.d_model, s.n_vocab}) {
+    e.Put<int32_t>(v);
+  }
+  e.PutString(s.file);
+  e.PutString(s.model_name);
+  return std::move(e.bytes());
+}
+
+Status DecodeShardInfo(std::span<const uint8_t> payload, shard::ShardInfo& s) {
+  Decoder d(payload, "shard info");
+  DAISY_RETURN_IF_ERROR(d.Get(s.format_version));
+  DAISY_RETURN_IF_ERROR(d.GetString(s.fingerprint, 64));
+  for (int* v : {&s.stage, &s.n_stages, &s.first_layer, &s.last_layer, &s.n_layers, &s.d_model,
+                 &s.n_vocab}) {
+    DAISY_RETURN_IF_ERROR(d.Get(*v));
+  }
+  DAISY_RETURN_IF_ERROR(d.GetString(s.file, 4096));
+  DAISY_RETURN_IF_ERROR(d.GetString(s.model_name, 4096));
+  return d.ExpectEnd();
+}
+
+std::vector<uint8_t> EncodeConfigure(const Configure& c) {
+  Encoder e;
+  e.Put<uint64_t>(c.session);
+  e.PutString(c.next_hop);
+  e.Put<uint8_t>(static_cast<uint8_t>(c.wire));
+  e.Put<int32_t>(c.max_rows);
+  e.Put<int32_t>(c.max_seqs);
+  e.Put<int32_t>(c.seq_capacity);
+  return std::move(e.bytes());
+}
+
+Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c) {
+  Decoder d(payload, "configure");
+  uint8_t wire = 0;
+  DAISY_RETURN_IF_ERROR(d.Get(c.session));
+  DAISY_RETURN_IF_ERROR(d.GetString(c.next_hop, 1024));
+  DAISY_RETURN_IF_ERROR(d.Get(wire));
+  DAISY_RETURN_IF_ERROR(d.Get(c.max_rows));
+  DAISY_RETURN_IF_ERROR(d.Get(c.max_seqs));
+  DAISY_RETURN_IF_ERROR(d.Get(c.seq_capacity));
+  DAISY_RETURN_IF_ERROR(d.ExpectEnd());
+  if (wire > static_cast<uint8_t>(WireType::kQ8_0)) return DataLoss("configure: unknown wire type %u", wire);
+  c.wire = static_cast<WireType>(wire);
+  if (c.max_rows < 1 || c.max_rows > 8192 || c.max_seqs < 1 || c.max_seqs > 4096 ||
+      c.seq_capacity < 1 || c.seq_capacity > (1 << 20)) {
+    return DataLoss("configure: limits out of range (rows %d, sequences %d, capacity %d)",
+                    c.max_rows, c.max_seqs, c.seq_capacity);
+  }
+  return Status::Ok();
+}
+
+std::vector<uint8_t> EncodeError(uint64_t forward_id, const std::string& message) {
+  Encoder e;
+  e.Put<uint64_t>(forward_id);
+  e.PutString(message.substr(0, 4096));
+  return std::move(e.bytes());
+}
+
+Status DecodeError(std::span<const uint8_t> payload, uint64_t& forward_id, std::string& message) {
+  Decoder d(payload, "error");
+  DAISY_RETURN_IF_ERROR(d.Get(forward_id));
+  DAISY_RETURN_IF_ERROR(d.GetString(message, 4096));
+  return d.ExpectEnd();
+}
+
+}  // namespace daisy::pipeline

@@ -1,0 +1,29 @@
+// Control messages between the coordinator and workers (docs/protocol.md).
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "pipeline/protocol.h"
+#include "shard/format.h"
+
+namespace daisy::pipeline {
+
+std::vector<uint8_t> EncodeShardInfo(const shard::ShardInfo& s);
+Status DecodeShardInfo(std::span<const uint8_t> payload, shard::ShardInfo& s);
+
+struct Configure {
+  uint64_t session = 0;
+  std::string next_hop;  // HOST:PORT of the next stage; empty on the last stage
+  WireType wire = WireType::kF32;
+  int32_t max_rows = 256;
+  int32_t max_seqs = 64;
+  int32_t seq_capacity = 4096;
+};
+std::vector<uint8_t> EncodeConfigure(const Configure& c);
+Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c);
+
+std::vector<uint8_t> EncodeError(uint64_t forward_id, const std::string& message);
+Status DecodeError(std::span<const uint8_t> payload, uint64_t& forward_id, std::string& message);
+
+}  // namespace daisy::pipeline

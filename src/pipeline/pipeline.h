@@ -1,0 +1,70 @@
+// Pipeline: the coordinator's whole model — its own stages, run in this process (a monolithic
+// model is the one-stage case; `--shard` files chain in-process), followed by any remote
+// workers. Forwards can be submitted back to back and waited for later: the ring keeps them in
+// order, so prefill chunks stream through the stages. Generate() is the one-sequence loop that
+// `daisy run` uses on every topology.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "pipeline/local_stage.h"
+#include "pipeline/remote.h"
+
+namespace daisy::pipeline {
+
+class Pipeline {
+ public:
+  // `models[i]` runs as in-process stage i with `options[i]`; `remote` (may be null) continues.
+  Pipeline(std::vector<const model::LlamaModel*> models, std::vector<runtime::StageOptions> options,
+           const kernels::KernelTable& kernels, runtime::ThreadPool& pool,
+           std::unique_ptr<RemoteChain> remote);
+
+  // Runs the local stages now and hands the rest to the workers. `tokens`: one per row.
+  Status Submit(const ForwardHeader& h, std::span<const int32_t> tokens);
+  Result<ResultMsg> Wait(uint64_t id);
+  Result<ResultMsg> Forward(const ForwardHeader& h, std::span<const int32_t> tokens);
+  Status Release(std::span<const int32_t> seqs);
+  // After a failure: forget every sequence, rebuild the ring.
+  Status Recover();
+
+  const model::LlamaConfig& config() const { return config_; }
+  RemoteChain* remote() { return remote_.get(); }
+  int n_local() const { return static_cast<int>(local_.size()); }
+  uint64_t NextId() { return ++next_id_; }
+
+ private:
+  model::LlamaConfig config_;
+  std::vector<std::unique_ptr<LocalStage>> local_;
+  std::unique_ptr<RemoteChain> remote_;
+  std::deque<ResultMsg> local_results_;
+  std::vector<float> a_, b_;
+  uint64_t next_id_ = 0;
+};
+
+struct GenerateOptions {
+  int max_tokens = 16;
+  int prefill_chunk = 256;
+  runtime::SamplingParams sampling;
+  std::function<bool(int32_t)> is_eog;
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  double prompt_seconds = 0;
+  int generated = 0;
+  double decode_seconds = 0;
+};
+
+// One sequence: chunked prefill (chunks streamed without waiting), then one forward per token.
+// Greedy asks the last stage for the argmax; sampling for a token drawn there (the seed and the
+// position travel with the forward, plus the recent tokens when a repetition penalty is on).
+// The sequence is released on every stage at the end, also on failure.
+Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vector<int32_t>& prompt,
+                                      const GenerateOptions& options,
+                                      const std::function<bool(int32_t)>& on_token,
+                                      GenerateStats* stats);
+
+}  // namespace daisy::pipeline

@@ -1,0 +1,265 @@
+// The distributed pipeline over real TCP on loopback, with workers in this process: identical
+// greedy tokens to the monolithic model, several forwards in flight, authentication, malformed
+// frames, and a worker that dies and comes back.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "model/generator.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/worker.h"
+#include "shard/compile.h"
+#include "shard/load.h"
+#include "tokenizer/hf_import.h"
+
+namespace daisy::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Env {
+  fs::path dir, model;
+  Env() {
+    dir = fs::temp_directory_path() / ("pipeline-test-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    model = dir / "model.gguf";
+    model::GenerateOptions o;
+    o.config = model::FindShape("tiny").value().config;
+    o.config.n_layers = 6;
+    o.type = gguf::TensorType::kQ8_0;
+    o.seed = 5;
+    EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), model).ok());
+    shard::CompileOptions c;
+    c.model = model;
+    c.out_dir = dir / "3";
+    c.stages = 3;
+    c.progress = false;
+    EXPECT_TRUE(shard::Compile(c).ok());
+  }
+  ~Env() { fs::remove_all(dir); }
+};
+
+Env& TheEnv() {
+  static Env* env = new Env();
+  return *env;
+}
+
+runtime::StageOptions Opts(const shard::ShardInfo& i) {
+  runtime::StageOptions o;
+  o.first_layer = i.first_layer;
+  o.last_layer = i.last_layer;
+  o.embeddings = i.embeddings();
+  o.head = i.head();
+  o.max_batch_rows = 64;
+  o.seq_capacity = 256;
+  o.max_seqs = 8;
+  return o;
+}
+
+std::unique_ptr<Worker> StartWorker(int stage, uint16_t port = 0,
+                                    std::optional<transport::ClusterKey> key = std::nullopt) {
+  auto shard = shard::LoadShard(shard::ShardPath(TheEnv().dir / "3", stage));
+  EXPECT_TRUE(shard.ok());
+  WorkerOptions o;
+  o.listen = {"127.0.0.1", port};
+  o.threads = 1;
+  o.key = std::move(key);
+  auto w = Worker::Start(std::move(*shard), std::move(o));
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  return std::move(*w);
+}
+
+struct Coordinator {
+  runtime::ThreadPool pool{1};
+  shard::Shard s0;
+  std::unique_ptr<Pipeline> p;
+};
+
+Result<std::unique_ptr<Coordinator>> Connect(const std::vector<uint16_t>& ports,
+                                             std::optional<transport::ClusterKey> key = std::nullopt,
+                                             WireType wire = WireType::kF32) {
+  auto c = std::make_unique<Coordinator>();
+  DAISY_ASSIGN_OR_RETURN(c->s0, shard::LoadShard(shard::ShardPath(TheEnv().dir / "3", 0)));
+  RemoteOptions ro;
+  for (uint16_t p : ports) ro.workers.push_back({"127.0.0.1", p});
+  ro.key = std::move(key);
+  ro.wire = wire;
+  ro.max_rows = 64;
+  ro.max_seqs = 8;
+  ro.seq_capacity = 256;
+  ro.connect_deadline = transport::Millis(2000);
+  DAISY_ASSIGN_OR_RETURN(auto remote, RemoteChain::Connect(ro, {c->s0.info}));
+  c->p = std::make_unique<Pipeline>(std::vector<const model::LlamaModel*>{c->s0.model.get()},
+                                    std::vector<runtime::StageOptions>{Opts(c->s0.info)},
+                                    kernels::BestKernels(), c->pool, std::move(remote));
+  return c;
+}
+
+std::vector<int32_t> Prompt(int n, int salt) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * 37 + salt * 11) % 250 + 1);
+  return t;
+}
+
+std::vector<int32_t> Monolithic(const std::vector<int32_t>& prompt, int n) {
+  auto m = model::LlamaModel::Load(TheEnv().model);
+  runtime::ThreadPool pool(1);
+  runtime::StageOptions o;
+  o.max_batch_rows = 64;
+  o.seq_capacity = 256;
+  o.max_seqs = 8;
+  Pipeline p({m->get()}, {o}, kernels::BestKernels(), pool, nullptr);
+  GenerateOptions g;
+  g.max_tokens = n;
+  g.prefill_chunk = 7;
+  auto ids = Generate(p, 0, prompt, g, nullptr, nullptr);
+  EXPECT_TRUE(ids.ok());
+  return *ids;
+}
+
+TEST(Pipeline, ThreeStagesOverTcpMatchTheMonolithicModel) {
+  auto w1 = StartWorker(1), w2 = StartWorker(2);
+  auto c = Connect({w1->port(), w2->port()});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (int salt : {1, 2, 3}) {
+    const auto prompt = Prompt(9 + salt * 5, salt);
+    GenerateOptions g;
+    g.max_tokens = 24;
+    g.prefill_chunk = 7;  // several prefill chunks in flight at once
+    auto ids = Generate(*(*c)->p, salt, prompt, g, nullptr, nullptr);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(*ids, Monolithic(prompt, 24)) << "prompt " << salt;
+  }
+}
+
+TEST(Pipeline, SeveralForwardsInFlightGiveTheSameResults) {
+  auto w1 = StartWorker(1), w2 = StartWorker(2);
+  auto c = Connect({w1->port(), w2->port()});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Pipeline& p = *(*c)->p;
+  std::vector<uint64_t> ids;
+  for (int s = 0; s < 5; ++s) {
+    const auto prompt = Prompt(6 + s, s);
+    ForwardHeader h;
+    h.id = p.NextId();
+    h.dim = p.config().d_model;
+    OutputSpec top;
+    top.kind = OutputKind::kTopK;
+    top.top_k = 3;
+    h.seqs.push_back({s, 0, static_cast<int32_t>(prompt.size()), top});
+    ASSERT_TRUE(p.Submit(h, prompt).ok());
+    ids.push_back(h.id);
+  }
+  for (int s = 0; s < 5; ++s) {
+    auto r = p.Wait(ids[s]);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->seqs.size(), 1u);
+    ASSERT_EQ(r->seqs[0].rows.size(), 1u);
+    EXPECT_EQ(r->seqs[0].rows[0].top.size(), 3u);
+    EXPECT_EQ(r->seqs[0].rows[0].token, Monolithic(Prompt(6 + s, s), 1)[0]);
+  }
+}
+
+TEST(Pipeline, ClusterKeyIsRequiredAndChecked) {
+  const auto key = transport::ClusterKey::FromBytes("0123456789abcdef-secret");
+  const auto other = transport::ClusterKey::FromBytes("0123456789abcdef-other!");
+  auto w1 = StartWorker(1, 0, key), w2 = StartWorker(2, 0, key);
+  auto none = Connect({w1->port(), w2->port()});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("requires a cluster key"), std::string::npos)
+      << none.status().message();
+  auto wrong = Connect({w1->port(), w2->port()}, other);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("wrong cluster key"), std::string::npos)
+      << wrong.status().message();
+  auto right = Connect({w1->port(), w2->port()}, key);
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  GenerateOptions g;
+  g.max_tokens = 8;
+  auto ids = Generate(*(*right)->p, 0, Prompt(5, 9), g, nullptr, nullptr);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(*ids, Monolithic(Prompt(5, 9), 8));
+  // An open worker is refused by a keyed coordinator.
+  auto open1 = StartWorker(1), open2 = StartWorker(2);
+  auto refused = Connect({open1->port(), open2->port()}, key);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("runs without a cluster key"), std::string::npos)
+      << refused.status().message();
+}
+
+TEST(Pipeline, WrongOrderIsRefused) {
+  auto w1 = StartWorker(1), w2 = StartWorker(2);
+  auto c = Connect({w2->port(), w1->port()});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("give the shards in stage order"), std::string::npos)
+      << c.status().message();
+}
+
+TEST(Pipeline, MalformedFramesCloseOnlyThatConnection) {
+  auto w1 = StartWorker(1), w2 = StartWorker(2);
+  auto c = Connect({w1->port(), w2->port()});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::vector<std::vector<uint8_t>> attacks = {
+      std::vector<uint8_t>(64, 0xAB),                                    // garbage
+      {0x44, 0x53, 0x59, 0x31, 1, 0, 2, 0, 0xff, 0xff, 0xff, 0x7f},      // 2 GB auth frame
+      {0x44, 0x53, 0x59, 0x31, 9, 0, 2, 0, 4, 0, 0, 0, 1, 2, 3, 4},      // wrong version
+  };
+  for (const auto& bytes : attacks) {
+    auto s = transport::Connect({"127.0.0.1", w1->port()}, transport::Millis(1000));
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s->SendAll(std::vector<std::span<const uint8_t>>{bytes}).ok());
+    // The worker closes the connection: reading reaches the end of the stream.
+    uint8_t buf[4096];
+    ssize_t n;
+    size_t total = 0;
+    while ((n = ::recv(s->fd(), buf, sizeof(buf), 0)) > 0) total += n;
+    EXPECT_EQ(n, 0) << "connection not closed";
+    EXPECT_LT(total, 200u);  // the hello, perhaps a refusal, nothing else
+  }
+  GenerateOptions g;
+  g.max_tokens = 6;
+  auto ids = Generate(*(*c)->p, 0, Prompt(5, 4), g, nullptr, nullptr);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(*ids, Monolithic(Prompt(5, 4), 6));
+}
+
+TEST(Pipeline, AWorkerThatDiesFailsTheRequestAndIsPickedUpAgain) {
+  auto w1 = StartWorker(1), w2 = StartWorker(2);
+  const uint16_t port2 = w2->port();
+  auto c = Connect({w1->port(), port2});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  GenerateOptions g;
+  g.max_tokens = 200;
+  int seen = 0;
+  std::thread killer;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ids = Generate(*(*c)->p, 0, Prompt(5, 6), g,
+                      [&](int32_t) {
+                        if (++seen == 5) killer = std::thread([&] { w2->Stop(); });
+                        return true;
+                      },
+                      nullptr);
+  killer.join();
+  ASSERT_FALSE(ids.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_NE(ids.status().message().find("the pipeline is down"), std::string::npos)
+      << ids.status().message();
+  EXPECT_NE(ids.status().message().find("127.0.0.1:" + std::to_string(port2)), std::string::npos)
+      << ids.status().message();
+  w2.reset();
+  // The worker comes back on the same port; the coordinator rebuilds the ring.
+  auto again = StartWorker(2, port2);
+  ASSERT_TRUE((*c)->p->Recover().ok());
+  g.max_tokens = 10;
+  auto ok = Generate(*(*c)->p, 0, Prompt(5, 6), g, nullptr, nullptr);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, Monolithic(Prompt(5, 6), 10));
+}
+
+}  // namespace
+}  // namespace daisy::pipeline

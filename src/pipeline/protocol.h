@@ -1,0 +1,114 @@
+// The pipeline's messages (docs/protocol.md), carried in transport frames. A Forward carries
+// rows of one or more sequences — per sequence (seq_id, start_pos, n_rows) and what the last
+// stage must return — then the activations in the link's wire type. A stage sets each
+// sequence's KV length to start_pos before appending (rollback is free). The last stage answers
+// the coordinator with a Result: argmax ids by default, top-k log-probabilities, a sampled token
+// or full logits on request.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/sampler.h"
+#include "transport/frame.h"
+
+namespace daisy::pipeline {
+
+enum MessageType : uint16_t {
+  kDescribe = 16,    // coordinator -> worker: empty
+  kShardInfo = 17,   // worker -> coordinator: the shard's identity
+  kConfigure = 18,   // coordinator -> worker: session, next hop, limits
+  kConfigured = 19,  // worker -> coordinator: empty (ready)
+  kJoin = 20,        // worker i -> worker i+1: u64 session (this link feeds you forwards)
+  kForward = 21,
+  kResult = 22,
+  kRelease = 23,     // coordinator -> every worker: u32 count, i32 seq ids
+  kError = 24,       // worker -> coordinator: u64 forward id (0: none), message
+};
+
+enum class WireType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8_0 = 3 };
+const char* WireTypeName(WireType t);
+Result<WireType> ParseWireType(const std::string& name);
+size_t WireRowBytes(WireType t, int dim);
+// Rows of floats <-> wire bytes. f32 is exact; bf16/f16 round to nearest even; q8_0 is
+// GGUF's block format (per 32 values one f16 scale and 32 int8).
+void EncodeRows(WireType t, const float* rows, int n, int dim, uint8_t* out);
+void DecodeRows(WireType t, const uint8_t* in, int n, int dim, float* rows);
+
+enum class OutputKind : uint8_t { kNone = 0, kArgmax = 1, kTopK = 2, kSample = 3, kLogits = 4 };
+
+struct OutputSpec {
+  OutputKind kind = OutputKind::kArgmax;
+  bool all_rows = false;  // an output for every row (scoring, verification), else the last row
+  uint16_t top_k = 0;     // kTopK
+  runtime::SamplingParams sampling;  // kSample
+  uint64_t position = 0;  // kSample: the sampled token's position (the draw's seed)
+  std::vector<int32_t> history;  // kSample with a repetition penalty: the recent tokens
+};
+
+struct SeqRows {
+  int32_t seq = 0;
+  int32_t start_pos = 0;
+  int32_t n_rows = 0;
+  OutputSpec out;
+};
+
+struct ForwardHeader {
+  uint64_t id = 0;
+  WireType wire = WireType::kF32;
+  int32_t dim = 0;
+  std::vector<SeqRows> seqs;
+  int32_t total_rows() const;
+};
+
+struct RowOutput {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // kTopK
+  std::vector<float> logits;                   // kLogits
+};
+
+struct SeqResult {
+  int32_t seq = 0;
+  std::vector<RowOutput> rows;
+};
+
+struct ResultMsg {
+  uint64_t id = 0;
+  std::vector<SeqResult> seqs;
+};
+
+// Limits a receiver enforces before allocating.
+struct Limits {
+  int max_rows = 256;
+  int max_seqs = 64;
+  int max_history = 4096;
+  int max_top_k = 1000;
+  int d_model = 0;
+  int n_vocab = 0;
+  // The largest Forward / Result frame these limits allow.
+  size_t MaxForwardBytes() const;
+  size_t MaxResultBytes() const;
+};
+
+// Encodes the header (the activations follow as a second piece of the same frame).
+std::vector<uint8_t> EncodeForwardHeader(const ForwardHeader& h);
+// Decodes and checks a Forward: sequence entries, row counts and activation bytes against
+// `limits`; `activations` points into `payload`.
+Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, ForwardHeader& h,
+                     std::span<const uint8_t>& activations);
+
+std::vector<uint8_t> EncodeResult(const ResultMsg& r);
+Status DecodeResult(std::span<const uint8_t> payload, const Limits& limits, ResultMsg& r);
+
+// The last stage's job: outputs for `seqs` from their rows' logits ([rows wanting logits,
+// n_vocab], in row order: every row when all_rows, else the sequence's last row; none for kNone).
+ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<const float> logits,
+                         int n_vocab);
+// Rows that need logits for these sequences, in order (per sequence: all, last or none).
+int LogitRows(const SeqRows& s);
+
+}  // namespace daisy::pipeline

@@ -1,0 +1,75 @@
+// RemoteChain: the coordinator's side of the workers. Connects to every worker (with retry: start
+// order does not matter), authenticates, asks each for its shard, checks that they and the
+// coordinator's own shards form one model's pipeline, then configures the ring from the last
+// stage back: each worker dials the next, the last answers the coordinator on the connection the
+// coordinator opened. Forwards go to the first worker; results come back from the last. Any lost
+// connection fails every pending forward at once with a message naming the worker; Reconnect()
+// builds the ring again.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "pipeline/messages.h"
+#include "transport/auth.h"
+
+namespace daisy::pipeline {
+
+struct RemoteOptions {
+  std::vector<transport::HostPort> workers;
+  std::optional<transport::ClusterKey> key;
+  WireType wire = WireType::kF32;
+  int max_rows = 256;
+  int max_seqs = 64;
+  int seq_capacity = 4096;
+  transport::Millis connect_deadline{30000};  // keep retrying unreachable workers this long
+  transport::Millis forward_timeout{0};       // 0: wait for results as long as the links live
+};
+
+class RemoteChain {
+ public:
+  // `local`: the shards the coordinator runs itself (stage 0 .. k-1), for the chain check.
+  static Result<std::unique_ptr<RemoteChain>> Connect(const RemoteOptions& options,
+                                                      std::vector<shard::ShardInfo> local);
+  ~RemoteChain();
+
+  // Sends a forward (activations [rows, d_model] as f32, converted to the wire type).
+  Status Send(const ForwardHeader& h, std::span<const float> hidden);
+  // Waits for forward `id`'s result (or the error a stage reported for it).
+  Result<ResultMsg> Wait(uint64_t id);
+  // Frees sequences on every worker.
+  Status Release(std::span<const int32_t> seqs);
+  bool broken();
+  // Drops every link and builds the ring again (a restarted worker is picked up).
+  Status Reconnect();
+  const std::vector<shard::ShardInfo>& shards() const { return infos_; }
+  uint64_t wire_bytes_sent() const { return bytes_sent_; }
+
+ private:
+  explicit RemoteChain(RemoteOptions o, std::vector<shard::ShardInfo> local)
+      : o_(std::move(o)), local_(std::move(local)) {}
+  Status Build();
+  void Close();
+  void ReadLoop(size_t worker, std::shared_ptr<transport::Connection> conn, uint64_t generation);
+  void Fail(uint64_t generation, const std::string& why);
+
+  RemoteOptions o_;
+  std::vector<shard::ShardInfo> local_;
+  std::vector<shard::ShardInfo> infos_;  // of the workers
+  Limits limits_;
+  std::vector<std::shared_ptr<transport::Connection>> conns_;
+  std::vector<std::thread> readers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+  std::string broken_;  // why the current ring is down ("" while it is up)
+  std::map<uint64_t, Result<ResultMsg>> done_;
+  uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace daisy::pipeline

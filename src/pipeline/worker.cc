@@ -1,0 +1,370 @@
+#include "pipeline/worker.h"
+
+#include "base/log.h"
+
+namespace daisy::pipeline {
+namespace {
+constexpr transport::Millis kAuthTimeout(5000);
+constexpr transport::Millis kNextHopDeadline(10000);
+constexpr size_t kMaxControlFrame = 64 << 10;
+}  // namespace
+
+struct Worker::Conn {
+  Conn(transport::Socket s, std::string peer)
+      : conn(std::make_shared<transport::Connection>(std::move(s), std::move(peer))) {}
+  std::shared_ptr<transport::Connection> conn;
+  enum Role { kNew, kCoordinator, kUpstream } role = kNew;
+  uint64_t session = 0;
+};
+
+struct Worker::Task {
+  enum Kind { kForward, kRelease, kReset } kind = kForward;
+  uint64_t session = 0;
+  ForwardHeader header;
+  std::vector<uint8_t> payload;  // the forward frame (activations inside)
+  size_t act_offset = 0, act_bytes = 0;
+  std::vector<int32_t> seqs;     // kRelease
+  Configure config;              // kReset
+};
+
+Worker::Worker(shard::Shard shard, WorkerOptions options)
+    : shard_(std::move(shard)), options_(std::move(options)) {}
+
+Result<std::unique_ptr<Worker>> Worker::Start(shard::Shard shard, WorkerOptions options) {
+  std::unique_ptr<Worker> w(new Worker(std::move(shard), std::move(options)));
+  w->kernels_ = w->options_.kernels != nullptr ? w->options_.kernels : &kernels::BestKernels();
+  w->pool_ = std::make_unique<runtime::ThreadPool>(w->options_.threads);
+  DAISY_ASSIGN_OR_RETURN(w->listener_, transport::Listener::Listen(w->options_.listen));
+  w->port_ = w->listener_.port();
+  w->config_.seq_capacity = 1;  // no session yet: a minimal stage until the first Configure
+  w->config_.max_seqs = 1;
+  w->config_.max_rows = 1;
+  w->compute_thread_ = std::thread([p = w.get()] { p->ComputeLoop(); });
+  w->send_thread_ = std::thread([p = w.get()] { p->SendLoop(); });
+  w->accept_thread_ = std::thread([p = w.get()] { p->AcceptLoop(); });
+  return w;
+}
+
+Worker::~Worker() { Stop(); }
+
+void Worker::Stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& c : conns_) c->conn->Shutdown();
+    if (downstream_) downstream_->Shutdown();
+    threads.swap(threads_);
+  }
+  listener_.Shutdown();
+  tasks_cv_.notify_all();
+  out_cv_.notify_all();
+  if (accept_thread_.joinable()) accept_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& t : threads_) threads.push_back(std::move(t));
+    threads_.clear();
+  }
+  for (auto& t : threads) t.join();
+  if (compute_thread_.joinable()) compute_thread_.join();
+  if (send_thread_.joinable()) send_thread_.join();
+}
+
+Limits Worker::CurrentLimits() {
+  Limits l;
+  l.max_rows = config_.max_rows;
+  l.max_seqs = config_.max_seqs;
+  l.d_model = shard_.info.d_model;
+  l.n_vocab = shard_.info.n_vocab;
+  return l;
+}
+
+void Worker::AcceptLoop() {
+  while (true) {
+    std::string peer;
+    auto s = listener_.Accept(&peer);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    if (!s.ok()) {
+      DAISY_LOG_WARN("worker: %s", s.status().message().c_str());
+      continue;
+    }
+    auto c = std::make_shared<Conn>(std::move(*s), peer);
+    conns_.push_back(c);
+    threads_.emplace_back([this, c] { Serve(c); });
+  }
+}
+
+void Worker::Serve(std::shared_ptr<Conn> c) {
+  const transport::ClusterKey* key = options_.key ? &*options_.key : nullptr;
+  Status s = transport::AuthenticateAcceptor(*c->conn, key, kAuthTimeout);
+  if (!s.ok()) {
+    DAISY_LOG_WARN("worker: dropping %s: %s", c->conn->peer().c_str(), s.message().c_str());
+  } else {
+    while (true) {
+      size_t max;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        const bool data_link = c->role != Conn::kNew && c->session == session_;
+        max = data_link ? std::max(kMaxControlFrame, CurrentLimits().MaxForwardBytes()) : kMaxControlFrame;
+      }
+      auto f = c->conn->Receive(max);
+      if (!f.ok()) {
+        s = f.status();
+        break;
+      }
+      s = Dispatch(c, *f);
+      if (!s.ok()) break;
+    }
+    if (s.code() == StatusCode::kDataLoss || s.code() == StatusCode::kInvalidArgument) {
+      DAISY_LOG_WARN("worker: closing the connection from %s: %s", c->conn->peer().c_str(),
+                     s.message().c_str());
+    } else {
+      DAISY_LOG_DEBUG("worker: %s: %s", c->conn->peer().c_str(), s.message().c_str());
+    }
+  }
+  c->conn->Shutdown();
+  if (c->role != Conn::kNew) {
+    EndSession(c->session, (c->role == Conn::kCoordinator ? "the coordinator " : "the previous stage ") +
+                               c->conn->peer() + " disconnected: " + s.message());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase(conns_, c);
+}
+
+Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
+  switch (f.type) {
+    case kDescribe:
+      return c->conn->Send(kShardInfo, EncodeShardInfo(shard_.info));
+    case kConfigure: {
+      Configure cfg;
+      DAISY_RETURN_IF_ERROR(DecodeConfigure(f.payload, cfg));
+      Status s = HandleConfigure(c, cfg);
+      if (!s.ok()) {
+        DAISY_LOG_WARN("worker: configure from %s failed: %s", c->conn->peer().c_str(), s.message().c_str());
+        return c->conn->Send(kError, EncodeError(0, s.message()));
+      }
+      return c->conn->Send(kConfigured, std::span<const uint8_t>{});
+    }
+    case kJoin: {
+      transport::Decoder d(f.payload, "join");
+      uint64_t session = 0;
+      DAISY_RETURN_IF_ERROR(d.Get(session));
+      DAISY_RETURN_IF_ERROR(d.ExpectEnd());
+      std::lock_guard<std::mutex> lock(mu_);
+      if (session == 0 || session != session_ || c->role != Conn::kNew) {
+        return InvalidArgument("join for session %llx, current session %llx",
+                               static_cast<unsigned long long>(session),
+                               static_cast<unsigned long long>(session_));
+      }
+      c->role = Conn::kUpstream;
+      c->session = session;
+      return Status::Ok();
+    }
+    case kForward: {
+      Task t;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (c->role == Conn::kNew || c->session != session_) {
+          return InvalidArgument("a forward outside a session");
+        }
+        t.session = session_;
+        std::span<const uint8_t> act;
+        DAISY_RETURN_IF_ERROR(DecodeForward(f.payload, CurrentLimits(), t.header, act));
+        t.act_offset = static_cast<size_t>(act.data() - f.payload.data());
+        t.act_bytes = act.size();
+      }
+      t.kind = Task::kForward;
+      t.payload = std::move(f.payload);
+      Push(std::move(t));
+      return Status::Ok();
+    }
+    case kRelease: {
+      transport::Decoder d(f.payload, "release");
+      uint32_t n = 0;
+      DAISY_RETURN_IF_ERROR(d.Get(n));
+      if (n > 65536) return DataLoss("release of %u sequences", n);
+      Task t;
+      t.kind = Task::kRelease;
+      t.seqs.resize(n);
+      for (int32_t& s : t.seqs) DAISY_RETURN_IF_ERROR(d.Get(s));
+      DAISY_RETURN_IF_ERROR(d.ExpectEnd());
+      std::lock_guard<std::mutex> lock(mu_);
+      if (c->role != Conn::kCoordinator || c->session != session_) return InvalidArgument("release outside a session");
+      t.session = session_;
+      tasks_.push_back(std::move(t));
+      tasks_cv_.notify_one();
+      return Status::Ok();
+    }
+    default:
+      return DataLoss("unexpected frame type %u", f.type);
+  }
+}
+
+Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& cfg) {
+  if (cfg.session == 0) return InvalidArgument("session 0 is reserved");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (c->role == Conn::kUpstream) return InvalidArgument("configure on a data link");
+  }
+  const bool last = shard_.info.head();
+  if (last != cfg.next_hop.empty()) {
+    return InvalidArgument(last ? "this worker holds the last stage but was given a next hop"
+                                : "this worker is not the last stage but was given no next hop");
+  }
+  // Replace any previous session: its links close, its sequences are forgotten.
+  EndSession(0, "a new coordinator session");
+  std::shared_ptr<transport::Connection> down;
+  if (!last) {
+    DAISY_ASSIGN_OR_RETURN(transport::HostPort hop, transport::ParseHostPort(cfg.next_hop));
+    DAISY_ASSIGN_OR_RETURN(transport::Socket s, transport::ConnectWithRetry(hop, kNextHopDeadline));
+    down = std::make_shared<transport::Connection>(std::move(s), hop.ToString());
+    DAISY_RETURN_IF_ERROR(transport::AuthenticateDialer(*down, options_.key ? &*options_.key : nullptr,
+                                                        kAuthTimeout)
+                              .With("next stage " + hop.ToString()));
+    transport::Encoder join;
+    join.Put<uint64_t>(cfg.session);
+    DAISY_RETURN_IF_ERROR(down->Send(kJoin, join.bytes()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return Unavailable("stopping");
+  session_ = cfg.session;
+  config_ = cfg;
+  c->role = Conn::kCoordinator;
+  c->session = cfg.session;
+  coordinator_ = c;
+  downstream_ = down;
+  Task reset;
+  reset.kind = Task::kReset;
+  reset.session = cfg.session;
+  reset.config = cfg;
+  tasks_.push_back(std::move(reset));
+  tasks_cv_.notify_one();
+  if (down) threads_.emplace_back([this, down, s = cfg.session] { WatchDownstream(down, s); });
+  DAISY_LOG_INFO("worker: session %llx: %s -> %s (%s wire)", static_cast<unsigned long long>(cfg.session),
+                 c->conn->peer().c_str(), last ? "coordinator" : cfg.next_hop.c_str(),
+                 WireTypeName(cfg.wire));
+  return Status::Ok();
+}
+
+void Worker::WatchDownstream(std::shared_ptr<transport::Connection> down, uint64_t session) {
+  // The next stage sends nothing on this link: any frame or the end of the stream ends it.
+  auto f = down->Receive(kMaxControlFrame);
+  EndSession(session, "the next stage " + down->peer() + " disconnected" +
+                          (f.ok() ? "" : ": " + f.status().message()));
+}
+
+void Worker::EndSession(uint64_t session, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (session_ == 0 || (session != 0 && session != session_)) return;
+  if (session != 0) {
+    DAISY_LOG_WARN("worker: session %llx ended: %s", static_cast<unsigned long long>(session_),
+                   why.c_str());
+  }
+  for (auto& c : conns_) {
+    if (c->role != Conn::kNew && c->session == session_) c->conn->Shutdown();
+  }
+  if (downstream_) downstream_->Shutdown();
+  downstream_.reset();
+  coordinator_.reset();
+  session_ = 0;
+  Task reset;  // free the KV cache now
+  reset.kind = Task::kReset;
+  reset.config = config_;
+  reset.config.max_seqs = reset.config.max_rows = reset.config.seq_capacity = 1;
+  tasks_.push_back(std::move(reset));
+  tasks_cv_.notify_one();
+}
+
+void Worker::Push(Task task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tasks_.push_back(std::move(task));
+  tasks_cv_.notify_one();
+}
+
+void Worker::Send(std::shared_ptr<transport::Connection> to, uint16_t type, std::vector<uint8_t> a,
+                  std::vector<uint8_t> b, uint64_t session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out_.push_back({std::move(to), type, std::move(a), std::move(b), session});
+  out_cv_.notify_one();
+}
+
+void Worker::SendLoop() {
+  while (true) {
+    Outgoing o;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      out_cv_.wait(lock, [&] { return stopping_ || !out_.empty(); });
+      if (stopping_) return;
+      o = std::move(out_.front());
+      out_.pop_front();
+    }
+    const std::span<const uint8_t> pieces[2] = {o.a, o.b};
+    Status s = o.to->Send(o.type, pieces);
+    if (!s.ok()) EndSession(o.session, "cannot send to " + o.to->peer() + ": " + s.message());
+  }
+}
+
+void Worker::ComputeLoop() {
+  std::vector<float> hidden_in, hidden_out;
+  while (true) {
+    Task t;
+    std::shared_ptr<transport::Connection> coordinator, downstream;
+    WireType wire;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      tasks_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (stopping_) return;
+      t = std::move(tasks_.front());
+      tasks_.pop_front();
+      if (t.kind != Task::kReset && t.session != session_) continue;  // a stale session's work
+      if (coordinator_) coordinator = coordinator_->conn;
+      downstream = downstream_;
+      wire = config_.wire;
+    }
+    if (t.kind == Task::kReset) {
+      runtime::StageOptions o;
+      o.first_layer = shard_.info.first_layer;
+      o.last_layer = shard_.info.last_layer;
+      o.embeddings = shard_.info.embeddings();
+      o.head = shard_.info.head();
+      o.max_batch_rows = t.config.max_rows;
+      o.max_seqs = t.config.max_seqs;
+      o.seq_capacity = t.config.seq_capacity;
+      o.kv_budget_bytes = options_.kv_budget_bytes;
+      stage_.reset();
+      stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
+      continue;
+    }
+    if (t.kind == Task::kRelease) {
+      for (int32_t s : t.seqs) stage_->Release(s);
+      continue;
+    }
+    const ForwardHeader& h = t.header;
+    const int n = h.total_rows();
+    hidden_in.resize(static_cast<size_t>(n) * h.dim);
+    DecodeRows(h.wire, t.payload.data() + t.act_offset, n, h.dim, hidden_in.data());
+    ResultMsg result;
+    Status s = stage_->Run(h, {}, hidden_in, hidden_out, &result);
+    if (!s.ok()) {
+      if (coordinator) {
+        Send(coordinator, kError,
+             EncodeError(h.id, "stage " + std::to_string(shard_.info.stage) + ": " + s.message()), {},
+             t.session);
+      }
+      continue;
+    }
+    if (shard_.info.head()) {
+      if (coordinator) Send(coordinator, kResult, EncodeResult(result), {}, t.session);
+    } else if (downstream) {
+      ForwardHeader out = h;
+      out.wire = wire;
+      std::vector<uint8_t> act(static_cast<size_t>(n) * WireRowBytes(wire, h.dim));
+      EncodeRows(wire, hidden_out.data(), n, h.dim, act.data());
+      Send(downstream, kForward, EncodeForwardHeader(out), std::move(act), t.session);
+    }
+  }
+}
+
+}  // namespace daisy::pipeline

@@ -1,0 +1,88 @@
+// Worker: serves one shard (`daisy worker`). Accepts connections, authenticates each before
+// parsing anything else, and serves the current session — set up by a coordinator's Configure:
+// forwards arrive from the coordinator (stage 1) or from the previous stage (a Join link), run
+// on the shard's stage, and go to the next stage (a persistent connection this worker dials) or,
+// from the last stage, straight back to the coordinator. A reader thread per connection, one
+// compute thread and one sender thread: receiving, computing and sending overlap, so several
+// forwards can be in flight. A malformed frame closes only that connection.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "pipeline/local_stage.h"
+#include "pipeline/messages.h"
+#include "shard/load.h"
+#include "transport/auth.h"
+
+namespace daisy::pipeline {
+
+struct WorkerOptions {
+  transport::HostPort listen;
+  std::optional<transport::ClusterKey> key;  // none: open cluster
+  int threads = 0;                           // compute threads (0: all cores)
+  size_t kv_budget_bytes = 0;                // 0: no budget beyond the sequence limits
+  const kernels::KernelTable* kernels = nullptr;  // null: the best for this CPU
+};
+
+class Worker {
+ public:
+  static Result<std::unique_ptr<Worker>> Start(shard::Shard shard, WorkerOptions options);
+  ~Worker();
+  uint16_t port() const { return port_; }
+  const shard::ShardInfo& info() const { return shard_.info; }
+  // Closes every connection and joins every thread.
+  void Stop();
+
+ private:
+  struct Conn;
+  struct Task;
+  Worker(shard::Shard shard, WorkerOptions options);
+  void AcceptLoop();
+  void Serve(std::shared_ptr<Conn> c);
+  Status Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f);
+  Status HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& cfg);
+  void WatchDownstream(std::shared_ptr<transport::Connection> down, uint64_t session);
+  void EndSession(uint64_t session, const std::string& why);
+  void ComputeLoop();
+  void SendLoop();
+  void Push(Task task);
+  void Send(std::shared_ptr<transport::Connection> to, uint16_t type, std::vector<uint8_t> a,
+            std::vector<uint8_t> b, uint64_t session);
+  Limits CurrentLimits();
+
+  shard::Shard shard_;
+  WorkerOptions options_;
+  const kernels::KernelTable* kernels_;
+  std::unique_ptr<runtime::ThreadPool> pool_;
+  std::unique_ptr<LocalStage> stage_;  // compute thread only
+  transport::Listener listener_;
+  uint16_t port_ = 0;
+
+  std::mutex mu_;  // guards everything below
+  bool stopping_ = false;
+  uint64_t session_ = 0;  // 0: none
+  Configure config_;
+  std::shared_ptr<Conn> coordinator_;
+  std::shared_ptr<transport::Connection> downstream_;
+  std::vector<std::shared_ptr<Conn>> conns_;
+  std::vector<std::thread> threads_;
+  std::deque<Task> tasks_;
+  std::condition_variable tasks_cv_;
+  struct Outgoing {
+    std::shared_ptr<transport::Connection> to;
+    uint16_t type;
+    std::vector<uint8_t> a, b;
+    uint64_t session;
+  };
+  std::deque<Outgoing> out_;
+  std::condition_variable out_cv_;
+  std::thread accept_thread_, compute_thread_, send_thread_;
+};
+
+}  // namespace daisy::pipeline
