@@ -16,6 +16,8 @@ Runner AddDetokenize(CLI::App& app);
 Runner AddRun(CLI::App& app);
 Runner AddScore(CLI::App& app);
 Runner AddCompile(CLI::App& app);
+Runner AddWorker(CLI::App& app);
+Runner AddProxy(CLI::App& app);
 
 // Prints "daisy: error: <message>" to stderr and returns the exit code for failures.
 int Fail(const std::string& message);

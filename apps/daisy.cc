@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
       daisy::apps::AddScore);
   add("compile", "Split a model into pre-packed pipeline shards, one per stage",
       daisy::apps::AddCompile);
+  add("worker", "Serve one pipeline shard over TCP", daisy::apps::AddWorker);
+  add("proxy", "Forward TCP with added latency, jitter and a bandwidth limit (WAN emulator)",
+      daisy::apps::AddProxy);
 
   CLI11_PARSE(app, argc, argv);
   daisy::SetLogLevel(verbose ? daisy::LogLevel::kDebug

@@ -9,7 +9,9 @@
 #include "base/strings.h"
 #include "kernels/kernel_table.h"
 #include "model/llama_weights.h"
+#include "pipeline/pipeline.h"
 #include "runtime/generate.h"
+#include "shard/load.h"
 #include "runtime/stage.h"
 #include "tokenizer/tokenizer.h"
 
@@ -18,6 +20,12 @@ namespace {
 
 struct RunFlags {
   std::string model;
+  std::vector<std::string> shards;   // in-process stages, in order
+  std::string workers;               // HOST:PORT,... for the remaining stages
+  std::string key_file;
+  std::string wire = "f32";
+  double connect_timeout = 30;
+  bool copy_weights = false;
   std::string prompt;
   std::string ids;
   bool has_prompt = false;
@@ -46,10 +54,12 @@ Result<std::vector<int32_t>> ParseIds(const std::string& text, int n_vocab) {
 }
 
 struct Loaded {
-  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<model::LlamaModel> model;  // -m
+  std::vector<shard::Shard> shards;          // --shard
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<runtime::ThreadPool> pool;
   const kernels::KernelTable* kernels = nullptr;
+  const model::LlamaModel& first() const { return model ? *model : *shards.front().model; }
 };
 
 Result<Loaded> Load(const RunFlags& f) {
@@ -61,11 +71,75 @@ Result<Loaded> Load(const RunFlags& f) {
       return InvalidArgument("--kernels %s is not supported on this CPU", f.kernels.c_str());
     }
   }
+  if (f.model.empty() == f.shards.empty()) {
+    return InvalidArgument("give either -m MODEL or --shard DIR/stage-0.daisy (with --workers)");
+  }
+  if (!f.model.empty() && !f.workers.empty()) {
+    return InvalidArgument("--workers runs with shards: --shard DIR/stage-0.daisy --workers ...");
+  }
   l.pool = std::make_unique<runtime::ThreadPool>(f.threads);
-  DAISY_ASSIGN_OR_RETURN(l.model, model::LlamaModel::Load(f.model, {.threads = l.pool->size()}));
-  DAISY_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromGguf(l.model->reader()));
+  if (!f.model.empty()) {
+    DAISY_ASSIGN_OR_RETURN(l.model, model::LlamaModel::Load(f.model, {.threads = l.pool->size()}));
+  } else {
+    for (const std::string& path : f.shards) {
+      DAISY_ASSIGN_OR_RETURN(shard::Shard s, shard::LoadShard(path, f.copy_weights));
+      l.shards.push_back(std::move(s));
+    }
+    if (!l.shards.front().info.embeddings()) {
+      return InvalidArgument("%s: the coordinator runs stage 0 (the tokenizer and embeddings); "
+                             "give DIR/stage-0.daisy first", f.shards.front().c_str());
+    }
+  }
+  DAISY_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromGguf(l.first().reader()));
   l.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   return l;
+}
+
+// The coordinator's pipeline: the model or the local shards, then the workers.
+Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const RunFlags& f, Loaded& l, int ctx) {
+  std::vector<const model::LlamaModel*> models;
+  std::vector<runtime::StageOptions> options;
+  runtime::StageOptions base{.max_batch_rows = std::max(1, f.batch), .seq_capacity = ctx, .max_seqs = 1};
+  if (l.model) {
+    models.push_back(l.model.get());
+    options.push_back(base);
+  }
+  std::vector<shard::ShardInfo> infos;
+  for (const shard::Shard& s : l.shards) {
+    runtime::StageOptions o = base;
+    o.first_layer = s.info.first_layer;
+    o.last_layer = s.info.last_layer;
+    o.embeddings = s.info.embeddings();
+    o.head = s.info.head();
+    models.push_back(s.model.get());
+    options.push_back(o);
+    infos.push_back(s.info);
+  }
+  std::unique_ptr<pipeline::RemoteChain> remote;
+  if (!f.workers.empty()) {
+    pipeline::RemoteOptions ro;
+    for (const std::string& w : StrSplit(f.workers, ',')) {
+      DAISY_ASSIGN_OR_RETURN(transport::HostPort hp, transport::ParseHostPort(w));
+      ro.workers.push_back(hp);
+    }
+    if (!f.key_file.empty()) {
+      DAISY_ASSIGN_OR_RETURN(transport::ClusterKey key, transport::ClusterKey::Load(f.key_file));
+      ro.key = std::move(key);
+    } else {
+      DAISY_LOG_WARN("no --key-file: talking to the workers without authentication (open cluster)");
+    }
+    DAISY_ASSIGN_OR_RETURN(ro.wire, pipeline::ParseWireType(f.wire));
+    ro.max_rows = base.max_batch_rows;
+    ro.max_seqs = 1;
+    ro.seq_capacity = ctx;
+    ro.connect_deadline = transport::Millis(static_cast<int64_t>(f.connect_timeout * 1000));
+    DAISY_ASSIGN_OR_RETURN(remote, pipeline::RemoteChain::Connect(ro, infos));
+  } else if (!infos.empty()) {
+    DAISY_RETURN_IF_ERROR(shard::CheckChain(infos).With("the local shards do not make a whole "
+                                                        "model (add --workers for the rest)"));
+  }
+  return std::make_unique<pipeline::Pipeline>(std::move(models), std::move(options), *l.kernels,
+                                              *l.pool, std::move(remote));
 }
 
 Result<std::vector<int32_t>> PromptIds(const RunFlags& f, const tokenizer::Tokenizer& tok) {
@@ -82,13 +156,12 @@ int Run(const RunFlags& f) {
   auto prompt = PromptIds(f, *l.tokenizer);
   if (!prompt.ok()) return Fail(prompt.status().message());
   const int ctx = f.ctx > 0 ? f.ctx : static_cast<int>(prompt->size()) + f.n_predict;
-  if (ctx > l.model->config().context_length) {
-    DAISY_LOG_WARN("context %d is longer than the model's %d", ctx, l.model->config().context_length);
+  if (ctx > l.first().config().context_length) {
+    DAISY_LOG_WARN("context %d is longer than the model's %d", ctx, l.first().config().context_length);
   }
-  runtime::Stage stage(*l.model,
-                       {.max_batch_rows = std::max(1, f.batch), .seq_capacity = ctx, .max_seqs = 1},
-                       *l.kernels, *l.pool);
-  runtime::GenerateOptions options;
+  auto pipe = MakePipeline(f, l, ctx);
+  if (!pipe.ok()) return Fail(pipe.status().message());
+  pipeline::GenerateOptions options;
   options.max_tokens = f.n_predict;
   options.prefill_chunk = f.batch;
   options.sampling = f.sampling;
@@ -104,8 +177,8 @@ int Run(const RunFlags& f) {
     }
     return true;
   };
-  runtime::GenerateStats stats;
-  auto ids = runtime::Generate(stage, 0, *prompt, options, on_token, &stats);
+  pipeline::GenerateStats stats;
+  auto ids = pipeline::Generate(**pipe, 0, *prompt, options, on_token, &stats);
   if (!ids.ok()) return Fail(ids.status().message());
   const std::string rest = stream.Flush();
   text += rest;
@@ -115,12 +188,15 @@ int Run(const RunFlags& f) {
                                 ? (stats.generated - 1) / stats.decode_seconds : 0;
   if (f.json) {
     nlohmann::json j = {{"ids", *ids},
+                        {"logprobs", stats.logprobs},
                         {"text", text},
                         {"prompt_tokens", stats.prompt_tokens},
                         {"generated_tokens", stats.generated},
                         {"prompt_tok_s", prompt_tps},
                         {"decode_tok_s", decode_tps},
                         {"threads", l.pool->size()},
+                        {"stages", (*pipe)->n_local() + ((*pipe)->remote() ? static_cast<int>((*pipe)->remote()->shards().size()) : 0)},
+                        {"wire", f.workers.empty() ? "none" : f.wire},
                         {"kernels", l.kernels->name}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -134,6 +210,7 @@ int Run(const RunFlags& f) {
 }
 
 int Score(const RunFlags& f) {
+  if (f.model.empty()) return Fail("score runs on a whole model: give -m MODEL");
   auto loaded = Load(f);
   if (!loaded.ok()) return Fail(loaded.status().message());
   Loaded& l = *loaded;
@@ -157,7 +234,7 @@ int Score(const RunFlags& f) {
 }
 
 void AddCommon(CLI::App& app, const std::shared_ptr<RunFlags>& f) {
-  app.add_option("-m,--model", f->model, "Model GGUF")->required();
+  app.add_option("-m,--model", f->model, "Model GGUF");
   app.add_option("-p,--prompt", f->prompt, "Prompt text (BOS added as the model asks)")
       ->each([f](const std::string&) { f->has_prompt = true; });
   app.add_option("--ids", f->ids, "Prompt as comma-separated token ids (no BOS added)");
@@ -184,6 +261,15 @@ Runner AddRun(CLI::App& app) {
   app.add_option("--seed", f->sampling.seed, "Sampling seed")->capture_default_str();
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
   app.add_flag("--json", f->json, "Print one JSON object (ids, text, speeds) instead of text");
+  app.add_option("--shard", f->shards,
+                 "Shard(s) to run in this process, stage 0 first (repeat for an in-process split)");
+  app.add_option("--workers", f->workers, "HOST:PORT of the remaining stages, in order");
+  app.add_option("--key-file", f->key_file, "Cluster key the workers were started with");
+  app.add_option("--wire", f->wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
+      ->capture_default_str();
+  app.add_option("--connect-timeout", f->connect_timeout, "Seconds to keep retrying the workers")
+      ->capture_default_str();
+  app.add_flag("--copy-weights", f->copy_weights, "Copy shard weights into 2 MiB-page memory");
   return [f] { return Run(*f); };
 }
 

@@ -144,6 +144,7 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
       return DataLoss("the last stage returned token %d", token);
     }
     generated.push_back(token);
+    st.logprobs.push_back(last.seqs[0].rows[0].logprob);
     history.push_back(token);
     const bool keep_going = on_token ? on_token(token) : true;
     if (!keep_going || (options.is_eog && options.is_eog(token)) ||

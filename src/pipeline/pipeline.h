@@ -56,6 +56,7 @@ struct GenerateStats {
   double prompt_seconds = 0;
   int generated = 0;
   double decode_seconds = 0;
+  std::vector<float> logprobs;  // of each generated token, as the last stage computed it
 };
 
 // One sequence: chunked prefill (chunks streamed without waiting), then one forward per token.

@@ -191,7 +191,8 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
       for (int32_t& s : t.seqs) DAISY_RETURN_IF_ERROR(d.Get(s));
       DAISY_RETURN_IF_ERROR(d.ExpectEnd());
       std::lock_guard<std::mutex> lock(mu_);
-      if (c->role != Conn::kCoordinator || c->session != session_) return InvalidArgument("release outside a session");
+      // After a session ends, a late release has nothing left to free.
+      if (c->role != Conn::kCoordinator || c->session != session_) return Status::Ok();
       t.session = session_;
       tasks_.push_back(std::move(t));
       tasks_cv_.notify_one();

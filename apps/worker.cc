@@ -1,0 +1,144 @@
+// daisy worker (serve one shard) and daisy proxy (WAN emulator between stages).
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "pipeline/worker.h"
+#include "shard/plan.h"
+#include "transport/proxy.h"
+
+namespace daisy::apps {
+namespace {
+
+// Blocks until SIGINT or SIGTERM.
+void WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+}
+
+void BlockSignals() {  // before any thread starts, so that only sigwait sees them
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+struct WorkerFlags {
+  std::string shard, listen = "127.0.0.1:7000", key_file, kv_budget, kernels;
+  int threads = 0;
+  bool copy_weights = false;
+};
+
+int RunWorker(const WorkerFlags& f) {
+  BlockSignals();
+  pipeline::WorkerOptions o;
+  auto listen = transport::ParseHostPort(f.listen);
+  if (!listen.ok()) return Fail("--listen: " + listen.status().message());
+  o.listen = *listen;
+  o.threads = f.threads;
+  if (!f.key_file.empty()) {
+    auto key = transport::ClusterKey::Load(f.key_file);
+    if (!key.ok()) return Fail(key.status().message());
+    o.key = std::move(*key);
+  }
+  if (!f.kv_budget.empty()) {
+    auto b = shard::ParseBytes(f.kv_budget);
+    if (!b.ok()) return Fail("--kv-budget: " + b.status().message());
+    o.kv_budget_bytes = *b;
+  }
+  if (!f.kernels.empty()) {
+    o.kernels = kernels::FindKernels(f.kernels.c_str());
+    if (o.kernels == nullptr) return Fail("--kernels " + f.kernels + " is not supported on this CPU");
+  }
+  auto shard = shard::LoadShard(f.shard, f.copy_weights);
+  if (!shard.ok()) return Fail(shard.status().message());
+  const shard::ShardInfo info = shard->info;
+  const double load_seconds = shard->load_seconds;
+  auto worker = pipeline::Worker::Start(std::move(*shard), std::move(o));
+  if (!worker.ok()) return Fail(worker.status().message());
+  if (f.key_file.empty()) {
+    DAISY_LOG_WARN("worker: no --key-file: the cluster runs open; anyone who can reach %s can "
+                   "drive this worker", f.listen.c_str());
+  }
+  nlohmann::json ready = {{"event", "ready"},      {"port", (*worker)->port()},
+                          {"stage", info.stage},    {"stages", info.n_stages},
+                          {"first_layer", info.first_layer}, {"last_layer", info.last_layer},
+                          {"fingerprint", info.fingerprint}, {"load_seconds", load_seconds}};
+  std::printf("%s\n", ready.dump().c_str());
+  std::fflush(stdout);
+  DAISY_LOG_INFO("worker: %s ready on %s:%u in %.2f s", info.Describe().c_str(),
+                 listen->host.c_str(), (*worker)->port(), load_seconds);
+  WaitForSignal();
+  (*worker)->Stop();
+  return 0;
+}
+
+struct ProxyFlags {
+  std::string listen, to;
+  double delay = 0, jitter = 0, rate = 0;
+  uint64_t seed = 1;
+};
+
+int RunProxy(const ProxyFlags& f) {
+  BlockSignals();
+  transport::ProxyOptions o;
+  auto listen = transport::ParseHostPort(f.listen);
+  if (!listen.ok()) return Fail("--listen: " + listen.status().message());
+  auto to = transport::ParseHostPort(f.to);
+  if (!to.ok()) return Fail("--to: " + to.status().message());
+  o.listen = *listen;
+  o.to = *to;
+  o.delay_ms = f.delay;
+  o.jitter_ms = f.jitter;
+  o.rate_mbit = f.rate;
+  o.seed = f.seed;
+  auto proxy = transport::Proxy::Start(o);
+  if (!proxy.ok()) return Fail(proxy.status().message());
+  nlohmann::json ready = {{"event", "ready"}, {"port", (*proxy)->port()}, {"to", f.to},
+                          {"delay_ms", f.delay}, {"jitter_ms", f.jitter}, {"rate_mbit", f.rate}};
+  std::printf("%s\n", ready.dump().c_str());
+  std::fflush(stdout);
+  WaitForSignal();
+  (*proxy)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+Runner AddWorker(CLI::App& app) {
+  auto f = std::make_shared<WorkerFlags>();
+  app.add_option("--shard", f->shard, "Shard file (from daisy compile)")->required();
+  app.add_option("--listen", f->listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--key-file", f->key_file, "Cluster key: peers must prove they hold it");
+  app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
+  app.add_option("--kv-budget", f->kv_budget, "KV cache memory limit, e.g. 4G");
+  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
+  app.add_flag("--copy-weights", f->copy_weights,
+               "Copy weights into 2 MiB-page memory instead of serving them from the mapping");
+  return [f] { return RunWorker(*f); };
+}
+
+Runner AddProxy(CLI::App& app) {
+  auto f = std::make_shared<ProxyFlags>();
+  app.add_option("--listen", f->listen, "HOST:PORT to accept on")->required();
+  app.add_option("--to", f->to, "HOST:PORT to forward to")->required();
+  app.add_option("--delay", f->delay, "Added one-way latency per chunk, ms")->required();
+  app.add_option("--jitter", f->jitter, "Extra uniform random latency 0..J ms")->capture_default_str();
+  app.add_option("--rate", f->rate, "Bandwidth limit per direction, Mbit/s (0: none)")->capture_default_str();
+  app.add_option("--seed", f->seed, "Jitter seed")->capture_default_str();
+  return [f] { return RunProxy(*f); };
+}
+
+}  // namespace daisy::apps

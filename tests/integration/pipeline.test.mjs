@@ -1,0 +1,298 @@
+// The distributed pipeline with real processes on loopback: `daisy compile`, `daisy worker`,
+// `daisy run --shard … --workers …`. Greedy ids must equal the monolithic run bit for bit on an
+// f32 wire; lossy wires stay within the bounds docs/protocol.md states; wrong shards, wrong keys,
+// malformed frames and a killed worker get clear errors. Runs the binary named by $DAISY.
+import assert from "node:assert/strict";
+import {spawn, spawnSync} from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import {after, test} from "node:test";
+
+const daisy = process.env.DAISY ?? "build/apps/daisy";
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "daisy-pipeline-"));
+const children = new Set();
+after(() => {
+  for (const c of children) c.kill("SIGKILL");
+  fs.rmSync(dir, {recursive: true, force: true});
+});
+
+function run(args) {
+  const r = spawnSync(daisy, args, {encoding: "utf8", maxBuffer: 1 << 28});
+  return {code: r.status, out: r.stdout, err: r.stderr};
+}
+function lastJson(out) {
+  const lines = out.trim().split("\n");
+  return JSON.parse(lines[lines.length - 1]);
+}
+function must(args) {
+  const r = run(args);
+  assert.equal(r.code, 0, `daisy ${args.join(" ")}: ${r.err}`);
+  return r;
+}
+
+// Starts a worker and resolves with {proc, port} once it prints its ready line.
+function startWorker(shard, extra = [], port = 0) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(daisy, ["worker", "--shard", shard, "--listen", `127.0.0.1:${port}`, "-t", "1", ...extra]);
+    children.add(proc);
+    let out = "", err = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      const line = out.split("\n")[0];
+      if (out.includes("\n")) resolve({proc, port: JSON.parse(line).port, stderr: () => err});
+    });
+    proc.stderr.on("data", (d) => (err += d));
+    proc.on("exit", (code) => {
+      children.delete(proc);
+      reject(new Error(`worker exited ${code}: ${err}`));
+    });
+  });
+}
+async function startWorkers(shardDir, stages, extra = []) {
+  const ws = [];
+  for (let s = 1; s < stages; s++) ws.push(await startWorker(path.join(shardDir, `stage-${s}.daisy`), extra));
+  return ws;
+}
+function stop(ws) {
+  for (const w of ws) w.proc.kill("SIGTERM");
+}
+const addrs = (ws) => ws.map((w) => `127.0.0.1:${w.port}`).join(",");
+
+function makeModel(name, type, seed, layers) {
+  const p = path.join(dir, `${name}.gguf`);
+  must(["gen-model", "--shape", "tiny", "--layers", String(layers), "--type", type, "--seed", String(seed), "-o", p]);
+  return p;
+}
+function compile(model, out, args) {
+  const r = must(["compile", "-m", model, "-o", out, ...args, "--json"]);
+  return lastJson(r.out);
+}
+
+const prompts = ["1,2,3,4,5", "200,17,99,3,3,3,41,250,8,9,10,11,12", "7"];
+const runArgs = (ids) => ["--ids", ids, "-n", "24", "--ignore-eos", "--json", "-t", "1", "-b", "4"];
+
+for (const type of ["q8_0", "q4_0", "f16", "f32"]) {
+  test(`${type}: 2-, 3- and 4-stage pipelines give the monolithic greedy ids`, async () => {
+    const model = makeModel(`m-${type}`, type, 11, 8);
+    const mono = prompts.map((p) => lastJson(must(["run", "-m", model, ...runArgs(p)]).out).ids);
+    for (const stages of [2, 3, 4]) {
+      const out = path.join(dir, `${type}-${stages}`);
+      const c = compile(model, out, ["--stages", String(stages)]);
+      assert.equal(c.shards.length, stages);
+      const ws = await startWorkers(out, stages);
+      try {
+        prompts.forEach((p, i) => {
+          const j = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), ...runArgs(p)]).out);
+          assert.deepEqual(j.ids, mono[i], `${stages} stages, prompt ${i}`);
+          assert.equal(j.stages, stages);
+        });
+      } finally {
+        stop(ws);
+      }
+      // The same split in one process.
+      const shards = Array.from({length: stages}, (_, s) => ["--shard", path.join(out, `stage-${s}.daisy`)]).flat();
+      assert.deepEqual(lastJson(must(["run", ...shards, ...runArgs(prompts[1])]).out).ids, mono[1]);
+    }
+  });
+}
+
+test("lossy wires (bf16, f16, q8_0) stay within the documented bounds", async () => {
+  const model = makeModel("m-wire", "q8_0", 12, 6);
+  const out = path.join(dir, "wire");
+  compile(model, out, ["--stages", "3"]);
+  const ws = await startWorkers(out, 3);
+  // docs/protocol.md: max |log-prob difference| of the chosen token over the common prefix.
+  const bounds = {f16: 0.3, bf16: 0.3, q8_0: 0.3};
+  try {
+    for (const p of prompts) {
+      const base = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), ...runArgs(p)]).out);
+      for (const [wire, bound] of Object.entries(bounds)) {
+        const j = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), "--wire", wire, ...runArgs(p)]).out);
+        assert.equal(j.wire, wire);
+        let common = 0;
+        while (common < j.ids.length && j.ids[common] === base.ids[common]) common++;
+        assert.ok(common >= 1, `${wire}: the first token differs`);
+        for (let i = 0; i < common; i++) {
+          const d = Math.abs(j.logprobs[i] - base.logprobs[i]);
+          assert.ok(d <= bound, `${wire}: log-prob differs by ${d} at ${i} (bound ${bound})`);
+        }
+      }
+    }
+  } finally {
+    stop(ws);
+  }
+});
+
+test("wrong shards are refused with the reason", async () => {
+  const a = makeModel("ra", "q8_0", 21, 6);
+  const b = makeModel("rb", "q8_0", 22, 6);
+  compile(a, path.join(dir, "ra"), ["--layers", "3,3"]);
+  compile(b, path.join(dir, "rb"), ["--layers", "3,3"]);
+  compile(a, path.join(dir, "ra24"), ["--layers", "2,4"]);
+  compile(a, path.join(dir, "ra42"), ["--layers", "4,2"]);
+  const s0 = path.join(dir, "ra", "stage-0.daisy");
+  const cases = [
+    [path.join(dir, "rb", "stage-1.daisy"), /belongs to another model/],
+    [path.join(dir, "ra24", "stage-1.daisy"), /layers overlap at 2 \(the previous stage ends at layer 2\)/],
+    [path.join(dir, "ra42", "stage-1.daisy"), /layers skip to 4 \(the previous stage ends at layer 2\)/],
+    [path.join(dir, "ra", "stage-0.daisy"), /give the shards in stage order/],
+  ];
+  for (const [shard, why] of cases) {
+    const [w] = [await startWorker(shard)];
+    const r = run(["run", "--shard", s0, "--workers", `127.0.0.1:${w.port}`, "--ids", "1,2", "-n", "2"]);
+    stop([w]);
+    assert.notEqual(r.code, 0);
+    assert.match(r.err, why);
+  }
+  // Another format version: the worker refuses to start.
+  const copy = path.join(dir, "v2.daisy");
+  const bytes = fs.readFileSync(path.join(dir, "ra", "stage-1.daisy"));
+  const key = Buffer.from("daisy.shard.format_version");
+  const at = bytes.indexOf(key) + key.length + 4;  // after the key and its value type
+  bytes.writeUInt32LE(2, at);
+  fs.writeFileSync(copy, bytes);
+  const r = run(["worker", "--shard", copy, "--listen", "127.0.0.1:0"]);
+  assert.notEqual(r.code, 0);
+  assert.match(r.err, /shard format version 2, this daisy reads version 1/);
+  // A plain GGUF is not a shard.
+  const plain = run(["worker", "--shard", a, "--listen", "127.0.0.1:0"]);
+  assert.match(plain.err, /is not a daisy shard/);
+});
+
+test("a cluster key is required and checked; an open worker says so", async () => {
+  const model = makeModel("k", "q4_0", 31, 4);
+  const out = path.join(dir, "k");
+  compile(model, out, ["--stages", "2"]);
+  const keyFile = path.join(dir, "cluster.key"), wrongFile = path.join(dir, "wrong.key");
+  fs.writeFileSync(keyFile, "a-cluster-key-of-enough-bytes\n");
+  fs.writeFileSync(wrongFile, "another-key-of-enough-bytes!!\n");
+  const ws = await startWorkers(out, 2, ["--key-file", keyFile]);
+  const base = ["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), "--ids", "1,2,3", "-n", "4", "--json"];
+  try {
+    const none = run(base);
+    assert.notEqual(none.code, 0);
+    assert.match(none.err, /requires a cluster key/);
+    const wrong = run([...base, "--key-file", wrongFile]);
+    assert.notEqual(wrong.code, 0);
+    assert.match(wrong.err, /wrong cluster key/);
+    const ok = run([...base, "--key-file", keyFile]);
+    assert.equal(ok.code, 0, ok.err);
+    assert.equal(lastJson(ok.out).ids.length, 4);
+    await new Promise((r) => setTimeout(r, 300));  // let the workers' stderr arrive
+    assert.match(ws[0].stderr(), /dropping 127\.0\.0\.1:\d+: .*wrong cluster key/);
+  } finally {
+    stop(ws);
+  }
+  const open = await startWorkers(out, 2);
+  try {
+    await new Promise((r) => setTimeout(r, 300));
+    assert.match(open[0].stderr(), /runs open/);
+    const refused = run(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(open), "--ids", "1", "-n", "1", "--key-file", keyFile]);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.err, /runs without a cluster key/);
+  } finally {
+    stop(open);
+  }
+});
+
+function sendRaw(port, bytes) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1", () => s.write(bytes));
+    let got = 0;
+    s.on("data", (d) => (got += d.length));
+    s.on("close", () => resolve(got));
+    s.on("error", () => {});
+    setTimeout(() => s.destroy(), 5000);
+  });
+}
+
+test("malformed and oversized frames close that connection; the worker keeps serving", async () => {
+  const model = makeModel("mal", "q8_0", 41, 4);
+  const out = path.join(dir, "mal");
+  compile(model, out, ["--stages", "2"]);
+  const ws = await startWorkers(out, 2);
+  try {
+    const header = (type, len) => {
+      const b = Buffer.alloc(12);
+      b.write("DSY1", 0, "latin1");
+      b.writeUInt16LE(1, 4);
+      b.writeUInt16LE(type, 6);
+      b.writeUInt32LE(len, 8);
+      return b;
+    };
+    const t0 = Date.now();
+    await sendRaw(ws[0].port, Buffer.alloc(100, 0xab));               // not a frame
+    await sendRaw(ws[0].port, header(2, 0x7fffffff));                  // a 2 GB auth frame
+    // An open handshake, then a frame type that does not exist.
+    await sendRaw(ws[0].port, Buffer.concat([header(2, 65), Buffer.alloc(65), header(999, 4), Buffer.alloc(4)]));
+    assert.ok(Date.now() - t0 < 4000, "the worker must close bad connections promptly");
+    const j = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), "--ids", "5,6,7", "-n", "5", "--json"]).out);
+    assert.deepEqual(j.ids, lastJson(must(["run", "-m", model, "--ids", "5,6,7", "-n", "5", "--json"]).out).ids);
+    await new Promise((r) => setTimeout(r, 300));  // let the workers' stderr arrive
+    assert.match(ws[0].stderr(), /not a daisy frame/);
+    assert.match(ws[0].stderr(), /exceeds the limit/);
+    assert.match(ws[0].stderr(), /unexpected frame type 999/);
+  } finally {
+    stop(ws);
+  }
+});
+
+test("workers may start after the coordinator (connect with retry)", async () => {
+  const model = makeModel("late", "q4_0", 51, 4);
+  const out = path.join(dir, "late");
+  compile(model, out, ["--stages", "2"]);
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const coord = spawn(daisy, ["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", `127.0.0.1:${port}`, "--ids", "1,2", "-n", "3", "--json", "--connect-timeout", "20"]);
+  children.add(coord);
+  let stdout = "";
+  coord.stdout.on("data", (d) => (stdout += d));
+  await new Promise((r) => setTimeout(r, 700));
+  const w = await startWorker(path.join(out, "stage-1.daisy"), [], port);
+  const code = await new Promise((r) => coord.on("exit", r));
+  children.delete(coord);
+  stop([w]);
+  assert.equal(code, 0);
+  assert.equal(lastJson(stdout).ids.length, 3);
+});
+
+test("a worker killed mid-generation fails the request quickly; it works again once back", async () => {
+  const model = makeModel("kill", "q8_0", 61, 6);
+  const out = path.join(dir, "kill");
+  compile(model, out, ["--stages", "3"]);
+  const ws = await startWorkers(out, 3);
+  const coord = spawn(daisy, ["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), "--ids", "1,2,3", "-n", "40000", "--ignore-eos", "--json", "-t", "1"]);
+  children.add(coord);
+  let stderr = "";
+  coord.stderr.on("data", (d) => (stderr += d));
+  await new Promise((r) => setTimeout(r, 800));
+  const killedAt = Date.now();
+  ws[1].proc.kill("SIGKILL");
+  const code = await new Promise((r) => coord.on("exit", r));
+  children.delete(coord);
+  const took = Date.now() - killedAt;
+  assert.notEqual(code, 0, "the run should fail");
+  assert.ok(took < 5000, `failed after ${took} ms`);
+  assert.match(stderr, /daisy: error: the pipeline is down: .*(127\.0\.0\.1:\d+)/);
+  // Back on the same port: the next request succeeds.
+  const back = await startWorker(path.join(out, "stage-2.daisy"), [], ws[1].port);
+  try {
+    const j = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", `127.0.0.1:${ws[0].port},127.0.0.1:${back.port}`, "--ids", "1,2,3", "-n", "6", "--json"]).out);
+    assert.deepEqual(j.ids, lastJson(must(["run", "-m", model, "--ids", "1,2,3", "-n", "6", "--json"]).out).ids);
+  } finally {
+    stop([ws[0], back]);
+  }
+});
+
+test("compile splits by memory and explains what does not fit", () => {
+  const model = makeModel("mem", "q8_0", 71, 8);
+  const j = compile(model, path.join(dir, "mem"), ["--memory", "600K,200K"]);
+  assert.equal(j.shards.length, 2);
+  assert.ok(j.shards[0].last_layer - j.shards[0].first_layer > j.shards[1].last_layer - j.shards[1].first_layer);
+  const r = run(["compile", "-m", model, "-o", path.join(dir, "mem2"), "--memory", "100K,100K"]);
+  assert.notEqual(r.code, 0);
+  assert.match(r.err, /does not fit/);
+  const bad = run(["compile", "-m", model, "-o", path.join(dir, "mem3"), "--layers", "3,3"]);
+  assert.match(bad.err, /add up to 6 layers, the model has 8/);
+});
