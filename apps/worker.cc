@@ -37,7 +37,7 @@ void BlockSignals() {  // before any thread starts, so that only sigwait sees th
 struct WorkerFlags {
   std::string shard, listen = "127.0.0.1:7000", key_file, kv_budget, kernels;
   int threads = 0;
-  bool copy_weights = false;
+  bool mmap_weights = false;
 };
 
 int RunWorker(const WorkerFlags& f) {
@@ -61,7 +61,7 @@ int RunWorker(const WorkerFlags& f) {
     o.kernels = kernels::FindKernels(f.kernels.c_str());
     if (o.kernels == nullptr) return Fail("--kernels " + f.kernels + " is not supported on this CPU");
   }
-  auto shard = shard::LoadShard(f.shard, f.copy_weights);
+  auto shard = shard::LoadShard(f.shard, !f.mmap_weights);
   if (!shard.ok()) return Fail(shard.status().message());
   const shard::ShardInfo info = shard->info;
   const double load_seconds = shard->load_seconds;
@@ -125,8 +125,9 @@ Runner AddWorker(CLI::App& app) {
   app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
   app.add_option("--kv-budget", f->kv_budget, "KV cache memory limit, e.g. 4G");
   app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
-  app.add_flag("--copy-weights", f->copy_weights,
-               "Copy weights into 2 MiB-page memory instead of serving them from the mapping");
+  app.add_flag("--mmap-weights", f->mmap_weights,
+               "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
+               "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
   return [f] { return RunWorker(*f); };
 }
 

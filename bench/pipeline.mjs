@@ -1,0 +1,134 @@
+// Pipeline speed, side by side in one run (bench/README: alternate, repeat, min/median/max).
+// Every node is a process pinned to its own core (taskset), one compute thread each:
+//   mono      the whole model (a 1-stage shard) on core 0
+//   inproc2/3 the 2-/3-stage split chained inside one process on core 0
+//   loop2     stage 0 (coordinator) on core 0, stage 1 (worker) on core 1, over loopback
+//   proxyD    loop2 through `daisy proxy` adding D ms per hop (each direction), D in --delays
+// Reports decode tokens/s, the ratios to mono, the per-hop overhead (loop2 vs inproc2, per
+// token, two hops per token), worker load time, and activation bytes per token per hop for each
+// wire type (measured from the coordinator's byte counter). Prints one JSON object (last line).
+//
+//   node bench/pipeline.mjs [--models 1b,8b] [--rounds 3] [--prompt 16] [--gen 64]
+//                           [--delays 10,50,100] [--dir /tmp/daisy-bench] [--mmap-weights]
+import fs from "node:fs";
+import path from "node:path";
+import {spawn, spawnSync} from "node:child_process";
+import {daisyBinary, parseArgs, lastJsonLine} from "../tests/parity/lib.mjs";
+
+const args = parseArgs();
+const bin = daisyBinary(args);
+const models = (args.models ?? "1b,8b").split(",");
+const rounds = Number(args.rounds ?? 3);
+const promptLen = Number(args.prompt ?? 16);
+const genLen = Number(args.gen ?? 64);
+const delays = (args.delays ?? "10,50,100").split(",").map(Number);
+const dir = args.dir ?? "/tmp/daisy-bench";
+const copy = args["mmap-weights"] ? ["--mmap-weights"] : [];
+fs.mkdirSync(dir, {recursive: true});
+const log = (...a) => console.error("[bench]", ...a);
+const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b"};
+const children = new Set();
+process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
+
+function daisy(argv, {core} = {}) {
+  const cmd = core === undefined ? [bin, ...argv] : ["taskset", "-c", String(core), bin, ...argv];
+  const r = spawnSync(cmd[0], cmd.slice(1), {encoding: "utf8", maxBuffer: 1 << 28});
+  if (r.status !== 0) throw new Error(`${cmd.join(" ")}: ${r.stderr}`);
+  return lastJsonLine(r.stdout);
+}
+
+function background(argv, core) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn("taskset", ["-c", String(core), bin, ...argv]);
+    children.add(proc);
+    let out = "", err = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
+    });
+    proc.stderr.on("data", (d) => (err += d));
+    proc.on("exit", (code) => reject(new Error(`${argv.join(" ")} exited ${code}: ${err}`)));
+  });
+}
+
+function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
+}
+
+const ids = Array.from({length: promptLen}, (_, i) => (i * 7919) % 120000 + 10).join(",");
+const runArgs = ["--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1", "-b", String(promptLen)];
+
+async function benchModel(name) {
+  const file = path.join(dir, `${name}-q4_0.gguf`);
+  if (!fs.existsSync(file)) {
+    log(`generating ${file}`);
+    daisy(["gen-model", "--shape", SHAPES[name], "--type", "q4_0", "-o", file, "--json"]);
+  }
+  const shardDir = (n) => path.join(dir, `${name}-q4_0-s${n}`);
+  const compiled = {};
+  for (const n of [1, 2, 3]) {
+    if (!fs.existsSync(path.join(shardDir(n), `stage-${n - 1}.daisy`))) {
+      log(`compiling ${name} into ${n} stages`);
+      compiled[n] = daisy(["compile", "-m", file, "--stages", String(n), "-o", shardDir(n), "--json"]);
+    }
+  }
+  const shard = (n, s) => path.join(shardDir(n), `stage-${s}.daisy`);
+  const worker = await background(["worker", "--shard", shard(2, 1), "--listen", "127.0.0.1:0", "-t", "1", ...copy], 1);
+  const wport = worker.ready.port;
+  const proxies = {};
+  for (const d of delays) {
+    proxies[d] = await background(["proxy", "--listen", "127.0.0.1:0", "--to", `127.0.0.1:${wport}`, "--delay", String(d)], 1);
+  }
+  const configs = {
+    mono: () => daisy(["run", "--shard", shard(1, 0), ...copy, ...runArgs], {core: 0}),
+    inproc2: () => daisy(["run", "--shard", shard(2, 0), "--shard", shard(2, 1), ...copy, ...runArgs], {core: 0}),
+    inproc3: () => daisy(["run", "--shard", shard(3, 0), "--shard", shard(3, 1), "--shard", shard(3, 2), ...copy, ...runArgs], {core: 0}),
+    loop2: () => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${wport}`, ...copy, ...runArgs], {core: 0}),
+  };
+  for (const d of delays) {
+    configs[`proxy${d}`] = () => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${proxies[d].ready.port}`, ...copy, ...runArgs], {core: 0});
+  }
+  const decode = Object.fromEntries(Object.keys(configs).map((k) => [k, []]));
+  const prompt = Object.fromEntries(Object.keys(configs).map((k) => [k, []]));
+  const overhead = [];
+  for (let r = 0; r < rounds; r++) {
+    const keys = Object.keys(configs);
+    if (r % 2 === 1) keys.reverse();  // alternate the order round by round
+    const got = {};
+    for (const k of keys) {
+      const j = configs[k]();
+      got[k] = j;
+      decode[k].push(j.decode_tok_s);
+      prompt[k].push(j.prompt_tok_s);
+      log(`${name} round ${r + 1} ${k}: decode ${j.decode_tok_s.toFixed(2)} tok/s, prompt ${j.prompt_tok_s.toFixed(1)} tok/s`);
+    }
+    overhead.push(((1 / got.loop2.decode_tok_s - 1 / got.inproc2.decode_tok_s) / 2) * 1e6);
+  }
+  // Activation bytes per decode token per hop: the coordinator's counter for two lengths.
+  const wire = {};
+  for (const w of ["f32", "bf16", "f16", "q8_0"]) {
+    const bytes = (n) => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${wport}`, "--wire", w, "--ids", ids, "-n", String(n), "--ignore-eos", "--json", "-t", "1", "-b", String(promptLen)], {core: 0}).wire_bytes_sent;
+    wire[w] = (bytes(17) - bytes(9)) / 8;
+  }
+  worker.proc.kill("SIGTERM");
+  for (const p of Object.values(proxies)) p.proc.kill("SIGTERM");
+  const med = (k) => stats(decode[k]).median;
+  const ratios = Object.fromEntries(Object.keys(configs).filter((k) => k !== "mono").map((k) => [k, med(k) / med("mono")]));
+  return {
+    model: `${SHAPES[name]} q4_0`,
+    decode_tok_s: Object.fromEntries(Object.entries(decode).map(([k, v]) => [k, stats(v)])),
+    prompt_tok_s: Object.fromEntries(Object.entries(prompt).map(([k, v]) => [k, stats(v)])),
+    ratio_to_mono_median: ratios,
+    per_hop_overhead_us: stats(overhead),
+    wire_bytes_per_token_per_hop: wire,
+    worker_load_seconds: worker.ready.load_seconds,
+    compile: compiled,
+  };
+}
+
+const results = [];
+for (const m of models) results.push(await benchModel(m));
+console.log(JSON.stringify({bench: "pipeline", rounds, prompt: promptLen, gen: genLen, delays_ms: delays,
+                            mmap_weights: copy.length > 0, results}));
+process.exit(0);
