@@ -264,7 +264,7 @@ Status DecodeResult(std::span<const uint8_t> payload, const Limits& limits, Resu
       std::span<const uint8_t> l;
       DAISY_RETURN_IF_ERROR(d.GetBytes(4ull * n_logits, l));
       row.logits.resize(n_logits);
-      std::memcpy(row.logits.data(), l.data(), l.size());
+      if (n_logits != 0) std::memcpy(row.logits.data(), l.data(), l.size());
     }
   }
   return d.ExpectEnd();
