@@ -283,10 +283,7 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
     for (int i = 0; i < n; ++i, ++at) {
       const std::span<const float> l = logits.subspan(at * n_vocab, n_vocab);
       RowOutput row;
-      const float max = *std::max_element(l.begin(), l.end());
-      double sum = 0;
-      for (float v : l) sum += std::exp(static_cast<double>(v) - max);
-      const double log_z = max + std::log(sum);
+      const double log_z = runtime::LogSumExp(l);
       switch (s.out.kind) {
         case OutputKind::kNone: break;
         case OutputKind::kArgmax:
@@ -294,19 +291,11 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
           row.token = runtime::Sampler::Argmax(l);
           if (s.out.kind == OutputKind::kLogits) row.logits.assign(l.begin(), l.end());
           break;
-        case OutputKind::kTopK: {
-          order.resize(n_vocab);
-          for (int v = 0; v < n_vocab; ++v) order[v] = v;
-          const int k = std::min<int>(s.out.top_k, n_vocab);
-          std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-            return l[a] > l[b] || (l[a] == l[b] && a < b);
-          });
-          for (int j = 0; j < k; ++j) {
-            row.top.push_back({order[j], static_cast<float>(l[order[j]] - log_z)});
-          }
+        case OutputKind::kTopK:
+          runtime::TopK(l, s.out.top_k, order);
+          for (int32_t t : order) row.top.push_back({t, static_cast<float>(l[t] - log_z)});
           row.token = order[0];
           break;
-        }
         case OutputKind::kSample: {
           runtime::Sampler sampler(s.out.sampling);
           // With all_rows, row i's token sits at position - (n - 1) + i.

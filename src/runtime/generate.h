@@ -1,38 +1,14 @@
-// One sequence through a whole-model Stage: chunked prefill, then token-by-token decode; and
-// teacher-forced scoring (log-probabilities at every position). The multi-user scheduler
-// (issue #5) replaces this for serving; `daisy run` and the tests use it directly.
+// Teacher-forced scoring through a whole-model Stage: log-probabilities at every position
+// (`daisy score`). Generation goes through pipeline::Generate on every topology.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "base/status.h"
-#include "runtime/sampler.h"
 #include "runtime/stage.h"
 
 namespace daisy::runtime {
-
-struct GenerateOptions {
-  int max_tokens = 16;
-  int prefill_chunk = 256;  // rows per prefill forward (at most the stage's max_batch_rows)
-  SamplingParams sampling;
-  std::function<bool(int32_t)> is_eog;  // stop after such a token (null: never stop early)
-};
-
-struct GenerateStats {
-  int prompt_tokens = 0;
-  double prompt_seconds = 0;
-  int generated = 0;
-  double decode_seconds = 0;  // from the first generated token's forward to the last
-};
-
-// Generates up to max_tokens after `prompt` in sequence `seq` (which must be new or released),
-// calling on_token(id) for each; on_token returning false stops. Returns the generated ids.
-Result<std::vector<int32_t>> Generate(Stage& stage, int32_t seq, const std::vector<int32_t>& prompt,
-                                      const GenerateOptions& options,
-                                      const std::function<bool(int32_t)>& on_token,
-                                      GenerateStats* stats);
 
 struct PositionScore {
   int32_t next = -1;          // the token that follows (-1 at the last position)

@@ -14,6 +14,23 @@ int32_t Sampler::Argmax(std::span<const float> logits) {
   return best;
 }
 
+double LogSumExp(std::span<const float> logits) {
+  const double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
+  return max + std::log(sum);
+}
+
+void TopK(std::span<const float> logits, int k, std::vector<int32_t>& ids) {
+  ids.resize(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  k = std::clamp(k, 0, static_cast<int>(ids.size()));
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  ids.resize(k);
+}
+
 int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
   return Sample(logits, history, history.size());
 }
