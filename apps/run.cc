@@ -106,13 +106,8 @@ Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const RunFlags& f, Load
   }
   std::vector<shard::ShardInfo> infos;
   for (const shard::Shard& s : l.shards) {
-    runtime::StageOptions o = base;
-    o.first_layer = s.info.first_layer;
-    o.last_layer = s.info.last_layer;
-    o.embeddings = s.info.embeddings();
-    o.head = s.info.head();
     models.push_back(s.model.get());
-    options.push_back(o);
+    options.push_back(pipeline::StageOptionsFor(s.info, base));
     infos.push_back(s.info);
   }
   std::unique_ptr<pipeline::RemoteChain> remote;

@@ -2,6 +2,14 @@
 
 namespace daisy::pipeline {
 
+runtime::StageOptions StageOptionsFor(const shard::ShardInfo& info, runtime::StageOptions base) {
+  base.first_layer = info.first_layer;
+  base.last_layer = info.last_layer;
+  base.embeddings = info.embeddings();
+  base.head = info.head();
+  return base;
+}
+
 LocalStage::LocalStage(const model::LlamaModel& model, const runtime::StageOptions& options,
                        const kernels::KernelTable& kernels, runtime::ThreadPool& pool)
     : model_(model), options_(options), kernels_(kernels), pool_(pool) {

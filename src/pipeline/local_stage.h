@@ -9,8 +9,12 @@
 
 #include "pipeline/protocol.h"
 #include "runtime/stage.h"
+#include "shard/format.h"
 
 namespace daisy::pipeline {
+
+// `base` (batch and KV limits) with the shard's layer range, embeddings and head.
+runtime::StageOptions StageOptionsFor(const shard::ShardInfo& info, runtime::StageOptions base);
 
 class LocalStage {
  public:

@@ -9,6 +9,10 @@
 
 namespace daisy::pipeline {
 
+// Bounds shared by both ends of a link.
+inline constexpr transport::Millis kAuthTimeout(5000);  // handshake and Describe replies
+inline constexpr size_t kMaxControlFrame = 64 << 10;    // every frame that is not a Forward/Result
+
 std::vector<uint8_t> EncodeShardInfo(const shard::ShardInfo& s);
 Status DecodeShardInfo(std::span<const uint8_t> payload, shard::ShardInfo& s);
 

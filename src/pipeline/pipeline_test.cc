@@ -50,15 +50,7 @@ Env& TheEnv() {
 }
 
 runtime::StageOptions Opts(const shard::ShardInfo& i) {
-  runtime::StageOptions o;
-  o.first_layer = i.first_layer;
-  o.last_layer = i.last_layer;
-  o.embeddings = i.embeddings();
-  o.head = i.head();
-  o.max_batch_rows = 64;
-  o.seq_capacity = 256;
-  o.max_seqs = 8;
-  return o;
+  return StageOptionsFor(i, {.max_batch_rows = 64, .seq_capacity = 256, .max_seqs = 8});
 }
 
 std::unique_ptr<Worker> StartWorker(int stage, uint16_t port = 0,

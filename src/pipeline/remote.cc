@@ -6,9 +6,7 @@
 
 namespace daisy::pipeline {
 namespace {
-constexpr transport::Millis kAuthTimeout(5000);
 constexpr transport::Millis kConfigureTimeout(30000);
-constexpr size_t kMaxControlFrame = 64 << 10;
 }  // namespace
 
 Result<std::unique_ptr<RemoteChain>> RemoteChain::Connect(const RemoteOptions& options,

@@ -4,9 +4,7 @@
 
 namespace daisy::pipeline {
 namespace {
-constexpr transport::Millis kAuthTimeout(5000);
 constexpr transport::Millis kNextHopDeadline(10000);
-constexpr size_t kMaxControlFrame = 64 << 10;
 }  // namespace
 
 struct Worker::Conn {
@@ -325,15 +323,9 @@ void Worker::ComputeLoop() {
       wire = config_.wire;
     }
     if (t.kind == Task::kReset) {
-      runtime::StageOptions o;
-      o.first_layer = shard_.info.first_layer;
-      o.last_layer = shard_.info.last_layer;
-      o.embeddings = shard_.info.embeddings();
-      o.head = shard_.info.head();
-      o.max_batch_rows = t.config.max_rows;
-      o.max_seqs = t.config.max_seqs;
-      o.seq_capacity = t.config.seq_capacity;
-      o.kv_budget_bytes = options_.kv_budget_bytes;
+      const runtime::StageOptions o = StageOptionsFor(
+          shard_.info, {.max_batch_rows = t.config.max_rows, .seq_capacity = t.config.seq_capacity,
+                        .max_seqs = t.config.max_seqs, .kv_budget_bytes = options_.kv_budget_bytes});
       stage_.reset();
       stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
       continue;

@@ -28,6 +28,15 @@ std::optional<kernels::WeightType> PackedType(gguf::TensorType t) {
   return std::nullopt;
 }
 
+// The layer of a "blk.<L>.…" tensor, or -1 for tensors outside the layers.
+int LayerOf(std::string_view name) {
+  int layer = -1;
+  if (!name.starts_with("blk.") || std::sscanf(std::string(name).c_str(), "blk.%d.", &layer) != 1) {
+    return -1;
+  }
+  return layer;
+}
+
 // The bytes a source tensor takes in a shard.
 uint64_t ShardBytes(const gguf::TensorInfo& t) {
   if (auto type = PackedType(t.type); type && t.n_dims == 2) {
@@ -102,9 +111,8 @@ Result<std::vector<int>> Compiler::Plan(const model::LlamaConfig& c) {
   costs.layer_bytes.assign(c.n_layers, 0);
   for (const gguf::TensorInfo& t : src_.tensors()) {
     const std::string_view name = t.name;
-    int layer = -1;
-    if (name.starts_with("blk.") && std::sscanf(std::string(name).c_str(), "blk.%d.", &layer) == 1 &&
-        layer >= 0 && layer < c.n_layers) {
+    const int layer = LayerOf(name);
+    if (layer >= 0 && layer < c.n_layers) {
       costs.layer_bytes[layer] += ShardBytes(t);
     } else if (name == "token_embd.weight") {
       costs.embed_bytes += ShardBytes(t);
@@ -132,9 +140,9 @@ std::vector<const gguf::TensorInfo*> Compiler::StageTensors(int stage, int n_sta
   const bool last = stage == n_stages - 1;
   for (const gguf::TensorInfo& t : src_.tensors()) {
     const std::string_view name = t.name;
-    int layer = -1;
+    const int layer = LayerOf(name);
     bool take = false;
-    if (name.starts_with("blk.") && std::sscanf(std::string(name).c_str(), "blk.%d.", &layer) == 1) {
+    if (layer >= 0) {
       take = layer >= bounds[stage] && layer < bounds[stage + 1];
     } else if (name == "token_embd.weight") {
       take = stage == 0 || (last && config_.tied_embeddings);
