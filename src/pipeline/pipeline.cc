@@ -94,10 +94,15 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
     }
     return o;
   };
-  const auto release = [&] {
-    const int32_t s[1] = {seq};
-    (void)p.Release(s);
-  };
+  // The sequence is freed on every stage however this returns.
+  struct ReleaseAtEnd {
+    Pipeline& p;
+    int32_t seq;
+    ~ReleaseAtEnd() {
+      const int32_t s[1] = {seq};
+      (void)p.Release(s);
+    }
+  } release_at_end{p, seq};
   // Prefill: every chunk submitted at once; only the last asks for an output.
   const int chunk = std::max(1, options.prefill_chunk);
   auto start = std::chrono::steady_clock::now();
@@ -115,19 +120,13 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
     }
     h.seqs.push_back(std::move(rows));
     Status s = p.Submit(h, std::span<const int32_t>(prompt).subspan(begin, end - begin));
-    if (!s.ok()) {
-      release();
-      return s;
-    }
+    if (!s.ok()) return s;
     ids.push_back(h.id);
   }
   ResultMsg last;
   for (uint64_t id : ids) {
     auto r = p.Wait(id);
-    if (!r.ok()) {
-      release();
-      return r.status();
-    }
+    if (!r.ok()) return r.status();
     last = std::move(*r);
   }
   st.prompt_seconds = Since(start);
@@ -135,12 +134,10 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
   start = std::chrono::steady_clock::now();
   while (true) {
     if (last.seqs.size() != 1 || last.seqs[0].rows.size() != 1) {
-      release();
       return Internal("the last stage returned %zu outputs, expected 1", last.seqs.size());
     }
     const int32_t token = last.seqs[0].rows[0].token;
     if (token < 0 || token >= p.config().n_vocab) {
-      release();
       return DataLoss("the last stage returned token %d", token);
     }
     generated.push_back(token);
@@ -157,15 +154,11 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
     h.seqs.push_back({seq, static_cast<int32_t>(history.size() - 1), 1, spec_for_next()});
     const int32_t tok[1] = {token};
     auto r = p.Forward(h, tok);
-    if (!r.ok()) {
-      release();
-      return r.status();
-    }
+    if (!r.ok()) return r.status();
     last = std::move(*r);
   }
   st.generated = static_cast<int>(generated.size());
   st.decode_seconds = Since(start);
-  release();
   return generated;
 }
 

@@ -46,23 +46,22 @@ Result<std::unique_ptr<Worker>> Worker::Start(shard::Shard shard, WorkerOptions 
 Worker::~Worker() { Stop(); }
 
 void Worker::Stop() {
-  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     for (auto& c : conns_) c->conn->Shutdown();
     if (downstream_) downstream_->Shutdown();
-    threads.swap(threads_);
   }
   listener_.Shutdown();
   tasks_cv_.notify_all();
   out_cv_.notify_all();
   if (accept_thread_.joinable()) accept_thread_.join();
+  // No thread is added once stopping_ is set (AcceptLoop and HandleConfigure check it).
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& t : threads_) threads.push_back(std::move(t));
-    threads_.clear();
+    threads.swap(threads_);
   }
   for (auto& t : threads) t.join();
   if (compute_thread_.joinable()) compute_thread_.join();
