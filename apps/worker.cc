@@ -31,7 +31,6 @@ void BlockSignals() {  // before any thread starts, so that only sigwait sees th
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 }
 
 struct WorkerFlags {

@@ -82,7 +82,12 @@ Status Socket::SendAll(std::span<const std::span<const uint8_t>> pieces) {
   }
   size_t at = 0;
   while (at < iov.size()) {
-    const ssize_t n = ::writev(fd_, &iov[at], static_cast<int>(std::min<size_t>(iov.size() - at, IOV_MAX)));
+    // sendmsg with MSG_NOSIGNAL: a peer that went away is an error here, never a SIGPIPE that
+    // kills the process (the coordinator and tests do not ignore the signal).
+    msghdr msg{};
+    msg.msg_iov = &iov[at];
+    msg.msg_iovlen = std::min<size_t>(iov.size() - at, IOV_MAX);
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Unavailable("send failed: %s", std::strerror(errno));

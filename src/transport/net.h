@@ -40,7 +40,8 @@ class Socket {
   // Wakes any thread blocked on this socket (it sees end of stream) without closing the fd.
   void Shutdown();
 
-  // Writes all bytes of all pieces (writev), or fails: Unavailable when the peer is gone.
+  // Writes all bytes of all pieces (one sendmsg per batch of pieces), or fails: Unavailable when
+  // the peer is gone (no SIGPIPE).
   Status SendAll(std::span<const std::span<const uint8_t>> pieces);
   // Reads exactly out.size() bytes. Unavailable on end of stream or error; DeadlineExceeded-like
   // Unavailable("timed out") when `timeout` (> 0) passes with no complete read.
