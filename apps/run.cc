@@ -6,9 +6,11 @@
 
 #include "apps/commands.h"
 #include "base/log.h"
+#include "base/memory_stats.h"
 #include "base/strings.h"
 #include "kernels/kernel_table.h"
 #include "model/llama_weights.h"
+#include "pipeline/cluster.h"
 #include "pipeline/pipeline.h"
 #include "runtime/generate.h"
 #include "shard/load.h"
@@ -22,6 +24,7 @@ struct RunFlags {
   std::string model;
   std::vector<std::string> shards;   // in-process stages, in order
   std::string workers;               // HOST:PORT,... for the remaining stages
+  std::string cluster;               // TOML cluster file (pipeline/cluster.h)
   std::string key_file;
   std::string wire = "f32";
   double connect_timeout = 30;
@@ -51,6 +54,28 @@ Result<std::vector<int32_t>> ParseIds(const std::string& text, int n_vocab) {
     ids.push_back(static_cast<int32_t>(v));
   }
   return ids;
+}
+
+// Fills the pipeline flags from --cluster FILE; flags given on the command line win for the key,
+// the wire and the timeout. The shards and workers come from one place only.
+struct GivenFlags {
+  const CLI::Option* key_file;
+  const CLI::Option* wire;
+  const CLI::Option* connect_timeout;
+};
+
+Status ApplyCluster(RunFlags& f, const GivenFlags& given) {
+  if (f.cluster.empty()) return Status::Ok();
+  if (!f.model.empty() || !f.shards.empty() || !f.workers.empty()) {
+    return InvalidArgument("--cluster lists the shards and workers: drop -m, --shard and --workers");
+  }
+  DAISY_ASSIGN_OR_RETURN(pipeline::ClusterFile c, pipeline::LoadClusterFile(f.cluster));
+  f.shards = c.LocalShards();
+  f.workers = c.Workers();
+  if (given.key_file->count() == 0) f.key_file = c.key_file;
+  if (given.wire->count() == 0 && c.wire) f.wire = *c.wire;
+  if (given.connect_timeout->count() == 0 && c.connect_timeout) f.connect_timeout = *c.connect_timeout;
+  return Status::Ok();
 }
 
 struct Loaded {
@@ -193,7 +218,9 @@ int Run(const RunFlags& f) {
                         {"stages", (*pipe)->n_local() + ((*pipe)->remote() ? static_cast<int>((*pipe)->remote()->shards().size()) : 0)},
                         {"wire", f.workers.empty() ? "none" : f.wire},
                         {"wire_bytes_sent", (*pipe)->remote() ? (*pipe)->remote()->wire_bytes_sent() : 0},
-                        {"kernels", l.kernels->name}};
+                        {"kernels", l.kernels->name},
+                        {"huge_page_bytes", HugePageBytes()},
+                        {"peak_rss_bytes", PeakRssBytes()}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -260,15 +287,23 @@ Runner AddRun(CLI::App& app) {
   app.add_option("--shard", f->shards,
                  "Shard(s) to run in this process, stage 0 first (repeat for an in-process split)");
   app.add_option("--workers", f->workers, "HOST:PORT of the remaining stages, in order");
-  app.add_option("--key-file", f->key_file, "Cluster key the workers were started with");
-  app.add_option("--wire", f->wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
+  app.add_option("--cluster", f->cluster,
+                 "TOML cluster file listing the shards, workers and key (docs/cluster-file.md)");
+  GivenFlags given;
+  given.key_file = app.add_option("--key-file", f->key_file, "Cluster key the workers were started with");
+  given.wire = app.add_option("--wire", f->wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
       ->capture_default_str();
-  app.add_option("--connect-timeout", f->connect_timeout, "Seconds to keep retrying the workers")
+  given.connect_timeout = app.add_option("--connect-timeout", f->connect_timeout,
+                                         "Seconds to keep retrying the workers")
       ->capture_default_str();
   app.add_flag("--mmap-weights", f->mmap_weights,
                "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
                "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
-  return [f] { return Run(*f); };
+  return [f, given] {
+    const Status s = ApplyCluster(*f, given);
+    if (!s.ok()) return Fail(s.message());
+    return Run(*f);
+  };
 }
 
 Runner AddScore(CLI::App& app) {

@@ -7,7 +7,9 @@
 
 #include "apps/commands.h"
 #include "base/log.h"
+#include "base/memory_stats.h"
 #include "base/strings.h"
+#include "pipeline/cluster.h"
 #include "pipeline/worker.h"
 #include "shard/plan.h"
 #include "transport/proxy.h"
@@ -34,10 +36,38 @@ void BlockSignals() {  // before any thread starts, so that only sigwait sees th
 }
 
 struct WorkerFlags {
-  std::string shard, listen = "127.0.0.1:7000", key_file, kv_budget, kernels;
+  std::string shard, listen = "127.0.0.1:7000", key_file, kv_budget, kernels, cluster;
+  int stage = -1;
   int threads = 0;
   bool mmap_weights = false;
 };
+
+// Takes this worker's shard, listen address and key from --cluster FILE --stage N; flags given on
+// the command line win.
+Status ApplyCluster(WorkerFlags& f, bool shard_given, bool listen_given, bool key_given) {
+  if (f.cluster.empty()) {
+    if (f.stage >= 0) return InvalidArgument("--stage goes with --cluster FILE");
+    if (!shard_given) return InvalidArgument("give --shard FILE (or --cluster FILE --stage N)");
+    return Status::Ok();
+  }
+  DAISY_ASSIGN_OR_RETURN(pipeline::ClusterFile c, pipeline::LoadClusterFile(f.cluster));
+  if (f.stage < 0) return InvalidArgument("--cluster needs --stage N: which of its stages to serve");
+  if (f.stage >= static_cast<int>(c.stages.size())) {
+    return InvalidArgument("--stage %d: %s lists %zu stages", f.stage, f.cluster.c_str(), c.stages.size());
+  }
+  const pipeline::ClusterStage& s = c.stages[f.stage];
+  if (s.address.empty()) {
+    return InvalidArgument("%s: stage %d runs in the coordinator (it has no address), not in a worker",
+                           f.cluster.c_str(), f.stage);
+  }
+  if (!shard_given) {
+    if (s.shard.empty()) return InvalidArgument("%s: stage %d has no shard; give --shard", f.cluster.c_str(), f.stage);
+    f.shard = s.shard;
+  }
+  if (!listen_given) f.listen = s.listen;
+  if (!key_given) f.key_file = c.key_file;
+  return Status::Ok();
+}
 
 int RunWorker(const WorkerFlags& f) {
   BlockSignals();
@@ -63,6 +93,10 @@ int RunWorker(const WorkerFlags& f) {
   auto shard = shard::LoadShard(f.shard, !f.mmap_weights);
   if (!shard.ok()) return Fail(shard.status().message());
   const shard::ShardInfo info = shard->info;
+  if (f.stage >= 0 && info.stage != f.stage) {
+    return Fail(StrFormat("%s holds stage %d, but %s lists it as stage %d", f.shard.c_str(),
+                          info.stage, f.cluster.c_str(), f.stage));
+  }
   const double load_seconds = shard->load_seconds;
   auto worker = pipeline::Worker::Start(std::move(*shard), std::move(o));
   if (!worker.ok()) return Fail(worker.status().message());
@@ -73,7 +107,8 @@ int RunWorker(const WorkerFlags& f) {
   nlohmann::json ready = {{"event", "ready"},      {"port", (*worker)->port()},
                           {"stage", info.stage},    {"stages", info.n_stages},
                           {"first_layer", info.first_layer}, {"last_layer", info.last_layer},
-                          {"fingerprint", info.fingerprint}, {"load_seconds", load_seconds}};
+                          {"fingerprint", info.fingerprint}, {"load_seconds", load_seconds},
+                          {"huge_page_bytes", HugePageBytes()}, {"rss_bytes", PeakRssBytes()}};
   std::printf("%s\n", ready.dump().c_str());
   std::fflush(stdout);
   DAISY_LOG_INFO("worker: %s ready on %s:%u in %.2f s", info.Describe().c_str(),
@@ -117,17 +152,25 @@ int RunProxy(const ProxyFlags& f) {
 
 Runner AddWorker(CLI::App& app) {
   auto f = std::make_shared<WorkerFlags>();
-  app.add_option("--shard", f->shard, "Shard file (from daisy compile)")->required();
-  app.add_option("--listen", f->listen, "HOST:PORT to listen on (port 0: any free port)")
-      ->capture_default_str();
-  app.add_option("--key-file", f->key_file, "Cluster key: peers must prove they hold it");
+  const CLI::Option* shard = app.add_option("--shard", f->shard, "Shard file (from daisy compile)");
+  const CLI::Option* listen =
+      app.add_option("--listen", f->listen, "HOST:PORT to listen on (port 0: any free port)")
+          ->capture_default_str();
+  const CLI::Option* key =
+      app.add_option("--key-file", f->key_file, "Cluster key: peers must prove they hold it");
+  app.add_option("--cluster", f->cluster, "TOML cluster file (docs/cluster-file.md); with --stage");
+  app.add_option("--stage", f->stage, "Which stage of --cluster FILE to serve");
   app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
   app.add_option("--kv-budget", f->kv_budget, "KV cache memory limit, e.g. 4G");
   app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
   app.add_flag("--mmap-weights", f->mmap_weights,
                "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
                "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
-  return [f] { return RunWorker(*f); };
+  return [f, shard, listen, key] {
+    const Status s = ApplyCluster(*f, shard->count() > 0, listen->count() > 0, key->count() > 0);
+    if (!s.ok()) return Fail(s.message());
+    return RunWorker(*f);
+  };
 }
 
 Runner AddProxy(CLI::App& app) {

@@ -8,7 +8,9 @@
 // token, two hops per token), worker load time, and activation bytes per token per hop for each
 // wire type (measured from the coordinator's byte counter). Prints one JSON object (last line).
 //
-//   node bench/pipeline.mjs [--models 1b,8b] [--rounds 3] [--prompt 16] [--gen 64]
+// One warm-up pass of every configuration runs first and is not counted.
+//
+//   node bench/pipeline.mjs [--models 1b,8b] [--rounds 5] [--prompt 16] [--gen 64]
 //                           [--delays 10,50,100] [--dir /tmp/daisy-bench] [--mmap-weights]
 import fs from "node:fs";
 import path from "node:path";
@@ -18,7 +20,7 @@ import {daisyBinary, parseArgs, lastJsonLine} from "../tests/parity/lib.mjs";
 const args = parseArgs();
 const bin = daisyBinary(args);
 const models = (args.models ?? "1b,8b").split(",");
-const rounds = Number(args.rounds ?? 3);
+const rounds = Number(args.rounds ?? 5);
 const promptLen = Number(args.prompt ?? 16);
 const genLen = Number(args.gen ?? 64);
 const delays = (args.delays ?? "10,50,100").split(",").map(Number);
@@ -92,6 +94,11 @@ async function benchModel(name) {
   const decode = Object.fromEntries(Object.keys(configs).map((k) => [k, []]));
   const prompt = Object.fromEntries(Object.keys(configs).map((k) => [k, []]));
   const overhead = [];
+  const hugePages = {worker: worker.ready.huge_page_bytes};
+  for (const k of Object.keys(configs)) {
+    hugePages[k] = configs[k]().huge_page_bytes;
+    log(`${name} warm-up ${k}`);
+  }
   for (let r = 0; r < rounds; r++) {
     const keys = Object.keys(configs);
     if (r % 2 === 1) keys.reverse();  // alternate the order round by round
@@ -123,6 +130,7 @@ async function benchModel(name) {
     per_hop_overhead_us: stats(overhead),
     wire_bytes_per_token_per_hop: wire,
     worker_load_seconds: worker.ready.load_seconds,
+    huge_page_bytes: hugePages,
     compile: compiled,
   };
 }

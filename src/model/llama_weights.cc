@@ -114,6 +114,12 @@ Result<const float*> LlamaModel::Vector(const std::string& name, int64_t n) {
   return reinterpret_cast<const float*>(reader_->TensorData(*t).data());
 }
 
+size_t LlamaModel::owned_bytes() const {
+  size_t n = 0;
+  for (const AlignedBuffer& b : storage_) n += b.size();
+  return n;
+}
+
 Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesystem::path& path,
                                                      const LoadOptions& options) {
   DAISY_ASSIGN_OR_RETURN(gguf::Reader reader, gguf::Reader::Open(path));

@@ -68,6 +68,8 @@ class LlamaModel {
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }
   const gguf::Reader& reader() const { return *reader_; }
+  // Bytes of weights held in daisy's own (huge-page-advised) memory rather than the mapping.
+  size_t owned_bytes() const;
 
  private:
   LlamaModel() = default;

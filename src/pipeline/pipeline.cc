@@ -69,6 +69,21 @@ double Since(std::chrono::steady_clock::time_point t) {
 }
 }  // namespace
 
+OutputSpec NextTokenSpec(const runtime::SamplingParams& sp, std::span<const int32_t> history) {
+  OutputSpec o;
+  const bool penalty = sp.repeat_penalty != 1.0f && sp.repeat_last_n != 0;
+  if (sp.temperature <= 0 && !penalty) return o;  // kArgmax
+  o.kind = OutputKind::kSample;
+  o.sampling = sp;
+  o.position = history.size();
+  if (penalty) {
+    const size_t n = sp.repeat_last_n < 0 ? history.size()
+                                          : std::min<size_t>(history.size(), sp.repeat_last_n);
+    o.history.assign(history.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(n, 4096)), history.end());
+  }
+  return o;
+}
+
 Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vector<int32_t>& prompt,
                                       const GenerateOptions& options,
                                       const std::function<bool(int32_t)>& on_token,
@@ -78,22 +93,8 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
   GenerateStats& st = stats != nullptr ? *stats : local;
   st = {};
   st.prompt_tokens = static_cast<int>(prompt.size());
-  const runtime::SamplingParams& sp = options.sampling;
-  const bool greedy = sp.temperature <= 0 && (sp.repeat_penalty == 1.0f || sp.repeat_last_n == 0);
   std::vector<int32_t> history = prompt;
-  auto spec_for_next = [&] {
-    OutputSpec o;
-    if (greedy) return o;  // kArgmax
-    o.kind = OutputKind::kSample;
-    o.sampling = sp;
-    o.position = history.size();
-    if (sp.repeat_penalty != 1.0f && sp.repeat_last_n != 0) {
-      const size_t n = sp.repeat_last_n < 0 ? history.size()
-                                            : std::min<size_t>(history.size(), sp.repeat_last_n);
-      o.history.assign(history.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(n, 4096)), history.end());
-    }
-    return o;
-  };
+  auto spec_for_next = [&] { return NextTokenSpec(options.sampling, history); };
   // The sequence is freed on every stage however this returns.
   struct ReleaseAtEnd {
     Pipeline& p;

@@ -44,6 +44,11 @@ class Pipeline {
   uint64_t next_id_ = 0;
 };
 
+// What the last stage returns for the next token of a sequence whose tokens so far are
+// `history`: the argmax when greedy (temperature 0, no repetition penalty), else a token drawn
+// there, seeded by (seed, position), with the recent tokens when a penalty is on.
+OutputSpec NextTokenSpec(const runtime::SamplingParams& sp, std::span<const int32_t> history);
+
 struct GenerateOptions {
   int max_tokens = 16;
   int prefill_chunk = 256;

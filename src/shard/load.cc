@@ -2,6 +2,10 @@
 
 #include <chrono>
 
+#include "base/log.h"
+#include "base/memory_stats.h"
+#include "base/strings.h"
+
 namespace daisy::shard {
 
 Result<Shard> LoadShard(const std::filesystem::path& path, bool copy_packed) {
@@ -17,6 +21,14 @@ Result<Shard> LoadShard(const std::filesystem::path& path, bool copy_packed) {
   o.copy_packed = copy_packed;
   DAISY_ASSIGN_OR_RETURN(s.model, model::LlamaModel::Open(std::move(reader), o));
   s.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The kernel may refuse huge pages (THP "never", or memory too fragmented); decode can then be
+  // several times slower, which is worth a line rather than a mystery.
+  const uint64_t owned = s.model->owned_bytes(), huge = HugePageBytes();
+  if (owned >= (uint64_t{256} << 20) && huge < owned / 2) {
+    DAISY_LOG_WARN("%s: only %s of %s of weights are in huge pages (see "
+                   "/sys/kernel/mm/transparent_hugepage/enabled); decode may be slower",
+                   path.filename().c_str(), HumanBytes(huge).c_str(), HumanBytes(owned).c_str());
+  }
   return s;
 }
 

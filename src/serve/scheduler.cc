@@ -1,0 +1,391 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace daisy::serve {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+const char* FinishName(Finish f) {
+  switch (f) {
+    case Finish::kNone: return "none";
+    case Finish::kStop: return "stop";
+    case Finish::kLength: return "length";
+    case Finish::kCancelled: return "cancelled";
+    case Finish::kError: return "error";
+  }
+  return "?";
+}
+
+Request::Update Request::Wait(size_t have, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return done_ || tokens_.size() > have; });
+  Update u;
+  if (tokens_.size() > have) u.tokens.assign(tokens_.begin() + static_cast<std::ptrdiff_t>(have), tokens_.end());
+  u.done = done_;
+  u.finish = finish_;
+  u.error = error_;
+  return u;
+}
+
+double Request::time_to_first_token() const {
+  std::lock_guard lock(mu_);
+  return ttft_;
+}
+
+void Request::Push(int32_t token) {
+  {
+    std::lock_guard lock(mu_);
+    if (tokens_.empty()) ttft_ = Since(submitted_);
+    tokens_.push_back(token);
+  }
+  cv_.notify_all();
+}
+
+void Request::End(Finish f, Status error) {
+  {
+    std::lock_guard lock(mu_);
+    if (done_) return;
+    if (ttft_ == 0) ttft_ = Since(submitted_);
+    done_ = true;
+    finish_ = f;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+struct Scheduler::Seq {
+  std::shared_ptr<Request> req;
+  int32_t id = 0;       // the pipeline's sequence id: never reused while the server runs
+  int group = 0;
+  size_t prefilled = 0;  // prompt rows sent
+  std::vector<int32_t> history;  // prompt, then generated tokens
+  int generated = 0;
+  bool in_flight = false;
+  bool done = false;
+};
+
+struct Scheduler::Batch {
+  uint64_t id = 0;
+  int group = 0;
+  std::vector<Seq*> seqs;
+  std::vector<bool> output;  // seqs[i] asked for a token
+  int rows = 0;
+};
+
+Scheduler::Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options)
+    : pipe_(pipe), o_(std::move(options)) {
+  o_.micro_batches = std::max(1, o_.micro_batches);
+  o_.max_seqs = std::max(1, o_.max_seqs);
+  o_.max_batch_rows = std::max(1, o_.max_batch_rows);
+  o_.prefill_chunk = std::clamp(o_.prefill_chunk, 1, o_.max_batch_rows);
+  group_busy_.assign(o_.micro_batches, false);
+  metrics_.max_seqs = o_.max_seqs;
+  metrics_.seq_capacity = o_.seq_capacity;
+  metrics_.micro_batches = o_.micro_batches;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+Result<std::shared_ptr<Request>> Scheduler::Submit(RequestParams params) {
+  if (params.prompt.empty()) return InvalidArgument("the prompt is empty: give at least one token");
+  if (params.max_tokens < 1) return InvalidArgument("max_tokens must be at least 1 (is %d)", params.max_tokens);
+  const size_t need = params.prompt.size() + static_cast<size_t>(params.max_tokens);
+  std::lock_guard lock(mu_);
+  if (need > static_cast<size_t>(o_.seq_capacity)) {
+    ++metrics_.rejected_too_long;
+    return OutOfRange("the prompt (%zu tokens) plus max_tokens (%d) is longer than the context "
+                      "of %d tokens", params.prompt.size(), params.max_tokens, o_.seq_capacity);
+  }
+  if (stop_) return Unavailable("the server is stopping");
+  if (queue_.size() >= static_cast<size_t>(o_.max_queue)) {
+    ++metrics_.rejected_queue_full;
+    return ResourceExhausted("the server is busy: %zu requests are already waiting; try again later",
+                             queue_.size());
+  }
+  auto r = std::make_shared<Request>(std::move(params));
+  queue_.push_back(r);
+  metrics_.queued = static_cast<int>(queue_.size());
+  cv_.notify_all();
+  return r;
+}
+
+SchedulerMetrics Scheduler::metrics() const {
+  std::lock_guard lock(mu_);
+  return metrics_;
+}
+
+void Scheduler::Recount() {  // under mu_
+  metrics_.queued = static_cast<int>(queue_.size());
+  metrics_.active = static_cast<int>(active_.size());
+  metrics_.in_flight = static_cast<int>(in_flight_.size());
+}
+
+bool Scheduler::Admit() {
+  std::lock_guard lock(mu_);
+  bool any = false;
+  while (!queue_.empty() && active_.size() < static_cast<size_t>(o_.max_seqs)) {
+    std::shared_ptr<Request> r = std::move(queue_.front());
+    queue_.pop_front();
+    if (r->cancelled()) {
+      r->End(Finish::kCancelled);
+      ++metrics_.requests_by_finish[static_cast<int>(Finish::kCancelled)];
+      continue;
+    }
+    auto s = std::make_unique<Seq>();
+    s->id = next_seq_;
+    next_seq_ = next_seq_ == INT32_MAX ? 0 : next_seq_ + 1;
+    std::vector<int> members(o_.micro_batches, 0);
+    for (const auto& a : active_) ++members[a->group];
+    s->group = static_cast<int>(std::min_element(members.begin(), members.end()) - members.begin());
+    s->history = r->params().prompt;
+    s->req = std::move(r);
+    active_.push_back(std::move(s));
+    any = true;
+  }
+  Recount();
+  return any;
+}
+
+void Scheduler::End(Seq& s, Finish f, Status error) {
+  s.done = true;
+  s.req->End(f, std::move(error));
+  std::lock_guard lock(mu_);
+  ++metrics_.requests_by_finish[static_cast<int>(f)];
+}
+
+Result<bool> Scheduler::StartBatch(int group) {
+  auto b = std::make_unique<Batch>();
+  b->id = pipe_.NextId();
+  b->group = group;
+  pipeline::ForwardHeader h;
+  h.id = b->id;
+  h.dim = pipe_.config().d_model;
+  std::vector<int32_t> tokens;
+  // Decode rows first (one per sequence), then prompt chunks while there is room.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& sp : active_) {
+      Seq& s = *sp;
+      if (s.group != group || s.in_flight || s.done) continue;
+      const size_t prompt = s.req->params().prompt.size();
+      const bool decoding = s.prefilled >= prompt;
+      if (decoding != (pass == 0)) continue;
+      const int room = o_.max_batch_rows - b->rows;
+      if (room <= 0) break;
+      pipeline::SeqRows rows;
+      rows.seq = s.id;
+      bool output = true;
+      if (decoding) {
+        rows.start_pos = static_cast<int32_t>(s.history.size() - 1);
+        rows.n_rows = 1;
+        tokens.push_back(s.history.back());
+      } else {
+        const size_t n = std::min<size_t>({prompt - s.prefilled, static_cast<size_t>(o_.prefill_chunk),
+                                           static_cast<size_t>(room)});
+        rows.start_pos = static_cast<int32_t>(s.prefilled);
+        rows.n_rows = static_cast<int32_t>(n);
+        tokens.insert(tokens.end(), s.history.begin() + static_cast<std::ptrdiff_t>(s.prefilled),
+                      s.history.begin() + static_cast<std::ptrdiff_t>(s.prefilled + n));
+        s.prefilled += n;
+        output = s.prefilled == prompt;
+      }
+      if (output) {
+        rows.out = pipeline::NextTokenSpec(s.req->params().sampling, s.history);
+      } else {
+        rows.out.kind = pipeline::OutputKind::kNone;
+      }
+      h.seqs.push_back(std::move(rows));
+      b->rows += h.seqs.back().n_rows;
+      b->seqs.push_back(&s);
+      b->output.push_back(output);
+      s.in_flight = true;
+    }
+  }
+  if (b->seqs.empty()) return false;
+  const auto start = Clock::now();
+  const Status st = pipe_.Submit(h, tokens);
+  {
+    std::lock_guard lock(mu_);
+    metrics_.submit_seconds += Since(start);
+    ++metrics_.forwards;
+    metrics_.forward_rows += static_cast<uint64_t>(b->rows);
+  }
+  group_busy_[group] = true;
+  in_flight_.push_back(std::move(b));
+  if (!st.ok()) return st;
+  return true;
+}
+
+Status Scheduler::FinishOldest() {
+  Batch& b = *in_flight_.front();
+  const auto start = Clock::now();
+  auto r = pipe_.Wait(b.id);
+  {
+    std::lock_guard lock(mu_);
+    metrics_.wait_seconds += Since(start);
+  }
+  if (!r.ok()) return r.status();
+  uint64_t generated = 0, prompt = 0;
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    Seq& s = *b.seqs[i];
+    s.in_flight = false;
+    if (!b.output[i]) continue;
+    const pipeline::SeqResult* out = nullptr;
+    for (const pipeline::SeqResult& x : r->seqs) {
+      if (x.seq == s.id) out = &x;
+    }
+    if (out == nullptr || out->rows.size() != 1) {
+      End(s, Finish::kError, Internal("the last stage returned no token for sequence %d", s.id));
+      continue;
+    }
+    const int32_t token = out->rows[0].token;
+    if (token < 0 || token >= pipe_.config().n_vocab) {
+      End(s, Finish::kError, DataLoss("the last stage returned token %d", token));
+      continue;
+    }
+    if (s.generated == 0) prompt += s.req->params().prompt.size();
+    ++s.generated;
+    ++generated;
+    s.history.push_back(token);
+    if (s.req->params().stop_at_eog && o_.is_eog && o_.is_eog(token)) {
+      End(s, Finish::kStop);
+      continue;
+    }
+    s.req->Push(token);
+    if (s.generated >= s.req->params().max_tokens) End(s, Finish::kLength);
+  }
+  {
+    std::lock_guard lock(mu_);
+    metrics_.generated_tokens += generated;
+    metrics_.prompt_tokens += prompt;
+  }
+  group_busy_[b.group] = false;
+  in_flight_.pop_front();
+  return Status::Ok();
+}
+
+void Scheduler::Sweep() {
+  std::vector<int32_t> release;
+  for (auto& s : active_) {
+    if (s->in_flight) continue;
+    if (!s->done && s->req->cancelled()) End(*s, Finish::kCancelled);
+    if (s->done) release.push_back(s->id);
+  }
+  if (release.empty()) return;
+  const Status st = pipe_.Release(release);
+  if (!st.ok()) DAISY_LOG_WARN("serve: releasing %zu sequences: %s", release.size(), st.message().c_str());
+  std::erase_if(active_, [](const std::unique_ptr<Seq>& s) { return s->done && !s->in_flight; });
+  std::lock_guard lock(mu_);
+  Recount();
+}
+
+void Scheduler::Fail(const Status& why) {
+  const bool ring_down = pipe_.remote() != nullptr && pipe_.remote()->broken();
+  if (!ring_down) {
+    // One forward failed (the rest of the ring is fine): end its sequences only.
+    Batch& b = *in_flight_.front();
+    for (Seq* s : b.seqs) {
+      s->in_flight = false;
+      if (!s->done) End(*s, Finish::kError, why);
+    }
+    group_busy_[b.group] = false;
+    in_flight_.pop_front();
+    return;
+  }
+  // The ring is down: every sequence's KV is gone with it.
+  DAISY_LOG_WARN("serve: %s", why.message().c_str());
+  for (auto& s : active_) {
+    s->in_flight = false;
+    if (!s->done) End(*s, Finish::kError, why);
+  }
+  in_flight_.clear();
+  std::fill(group_busy_.begin(), group_busy_.end(), false);
+  active_.clear();
+  broken_ = true;
+  std::lock_guard lock(mu_);
+  Recount();
+}
+
+void Scheduler::Loop() {
+  while (true) {
+    Admit();
+    Sweep();
+    bool stopping;
+    {
+      std::lock_guard lock(mu_);
+      stopping = stop_;
+    }
+    if (broken_ && !active_.empty()) {
+      const Status st = pipe_.Recover();
+      if (st.ok()) {
+        broken_ = false;
+        DAISY_LOG_INFO("serve: the pipeline is back");
+      } else {
+        for (auto& s : active_) End(*s, Finish::kError, st);
+        active_.clear();
+      }
+    }
+    // Start micro-batches for idle groups, round-robin, while slots are free.
+    while (!stopping && !broken_ && in_flight_.size() < static_cast<size_t>(o_.micro_batches)) {
+      bool started = false;
+      for (int k = 0; k < o_.micro_batches && !started; ++k) {
+        const int g = (next_group_ + k) % o_.micro_batches;
+        if (group_busy_[g]) continue;
+        auto r = StartBatch(g);
+        if (!r.ok()) {
+          // Submit failed: its batch is the newest in flight; fail from the oldest.
+          while (!in_flight_.empty()) {
+            if (in_flight_.size() == 1) {
+              Fail(r.status());
+              break;
+            }
+            const Status st = FinishOldest();
+            if (!st.ok()) Fail(st);
+          }
+          started = true;
+          break;
+        }
+        if (*r) {
+          started = true;
+          next_group_ = (g + 1) % o_.micro_batches;
+        }
+      }
+      if (!started) break;
+    }
+    {
+      std::lock_guard lock(mu_);
+      Recount();
+    }
+    if (in_flight_.empty()) {
+      if (stopping) break;
+      std::unique_lock lock(mu_);
+      // Idle: wake for a new request, a stop, or (cheaply) to look at cancellations.
+      cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !queue_.empty(); });
+      continue;
+    }
+    const Status st = FinishOldest();
+    if (!st.ok()) Fail(st);
+  }
+  const Status stopped = Unavailable("the server is stopping");
+  for (auto& s : active_) {
+    if (!s->done) End(*s, Finish::kError, stopped);
+  }
+  std::lock_guard lock(mu_);
+  for (auto& r : queue_) r->End(Finish::kError, stopped);
+  queue_.clear();
+}
+
+}  // namespace daisy::serve

@@ -1,0 +1,148 @@
+// Scheduler: serves many sequences at once over one Pipeline (a whole model, in-process stages
+// or remote workers) with continuous batching.
+//
+// Active sequences are spread over M groups (default M = the number of stages); each group is a
+// micro-batch: all its rows go through each stage as one batched forward, so one weight read
+// serves every user in it, and the M micro-batches are in flight at different stages at once.
+// Requests join and leave between steps. Policy per step of a group (docs/serving.md): every
+// decoding sequence contributes its one row first; sequences still reading their prompt then
+// add up to `prefill_chunk` prompt rows each while the micro-batch has room (`max_batch_rows`),
+// so a long prompt is read in chunks alongside other users' decode rows instead of stalling
+// them. Groups are served round-robin and a new sequence joins the smallest group.
+//
+// Admission: at most `max_seqs` sequences hold KV (each reserves `seq_capacity` positions on
+// every stage); further requests wait in a FIFO queue of `max_queue`; beyond that Submit refuses
+// (ResourceExhausted, HTTP 429). A request whose prompt plus max_tokens cannot fit in
+// `seq_capacity` is refused at once (OutOfRange). A cancelled request (or a client gone) is
+// released on every stage at its next step.
+//
+// Batch invariance makes every sequence's tokens the same as alone: each row depends only on its
+// own sequence, and sampling draws are seeded by (seed, position).
+//
+// One thread runs the loop; Submit, Cancel and the Request accessors are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pipeline/pipeline.h"
+
+namespace daisy::serve {
+
+enum class Finish { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishName(Finish f);  // "stop", "length", "cancelled", "error"
+
+struct RequestParams {
+  std::vector<int32_t> prompt;
+  int max_tokens = 16;
+  runtime::SamplingParams sampling;
+  bool stop_at_eog = true;  // end at an end-of-generation token (not delivered)
+};
+
+// One request, shared by the scheduler (which appends tokens) and its client (which reads them).
+class Request {
+ public:
+  explicit Request(RequestParams p) : params_(std::move(p)) {}
+  const RequestParams& params() const { return params_; }
+
+  struct Update {
+    std::vector<int32_t> tokens;  // new since `have`
+    bool done = false;
+    Finish finish = Finish::kNone;
+    Status error;                 // when finish == kError
+  };
+  // Waits up to `timeout` for tokens beyond the first `have`, or the end.
+  Update Wait(size_t have, std::chrono::milliseconds timeout);
+  // Asks the scheduler to stop this request and free its KV (idempotent).
+  void Cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+  // Seconds from Submit to the first token (0 before it).
+  double time_to_first_token() const;
+
+  // Scheduler side.
+  void Push(int32_t token);
+  void End(Finish f, Status error = Status::Ok());
+
+ private:
+  RequestParams params_;
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int32_t> tokens_;
+  bool done_ = false;
+  Finish finish_ = Finish::kNone;
+  Status error_;
+  std::chrono::steady_clock::time_point submitted_ = std::chrono::steady_clock::now();
+  double ttft_ = 0;
+};
+
+struct SchedulerOptions {
+  int micro_batches = 1;     // M: micro-batches in flight (set it to the number of stages)
+  int max_seqs = 8;          // sequences holding KV at once
+  int max_queue = 64;        // requests waiting for a slot
+  int seq_capacity = 4096;   // KV positions per sequence
+  int max_batch_rows = 256;  // rows per micro-batch forward
+  int prefill_chunk = 64;    // prompt rows per sequence per step
+  std::function<bool(int32_t)> is_eog;
+};
+
+struct SchedulerMetrics {
+  uint64_t requests_by_finish[5] = {};  // indexed by Finish
+  uint64_t rejected_queue_full = 0, rejected_too_long = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t forwards = 0, forward_rows = 0;
+  double submit_seconds = 0;  // in the coordinator's own stages (and sending)
+  double wait_seconds = 0;    // waiting for the rest of the ring
+  int queued = 0, active = 0, in_flight = 0;
+  int max_seqs = 0, seq_capacity = 0, micro_batches = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options);
+  ~Scheduler();  // stops: pending requests end with an error
+  Scheduler(const Scheduler&) = delete;
+
+  // Queues a request. Errors: InvalidArgument (empty prompt, bad max_tokens), OutOfRange (can
+  // never fit the KV), ResourceExhausted (the queue is full), Unavailable (stopping).
+  Result<std::shared_ptr<Request>> Submit(RequestParams params);
+  SchedulerMetrics metrics() const;
+  const SchedulerOptions& options() const { return o_; }
+
+ private:
+  struct Seq;
+  struct Batch;
+  void Loop();
+  bool Admit();                       // moves queued requests into free slots
+  Result<bool> StartBatch(int group);  // false when the group has nothing to run
+  Status FinishOldest();               // waits for the oldest micro-batch and applies it
+  void Sweep();                        // ends cancelled sequences, releases finished ones
+  void Fail(const Status& why);        // the oldest micro-batch (or the whole ring) failed
+  void End(Seq& s, Finish f, Status error = Status::Ok());
+  void Recount();
+
+  pipeline::Pipeline& pipe_;
+  SchedulerOptions o_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  bool stop_ = false;
+  SchedulerMetrics metrics_;
+  // Loop thread only.
+  std::vector<std::unique_ptr<Seq>> active_;
+  std::deque<std::unique_ptr<Batch>> in_flight_;
+  std::vector<bool> group_busy_;
+  int next_group_ = 0;
+  int32_t next_seq_ = 0;
+  bool broken_ = false;
+  std::thread thread_;
+};
+
+}  // namespace daisy::serve

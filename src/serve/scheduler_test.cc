@@ -1,0 +1,303 @@
+// The scheduler: concurrent requests get exactly the tokens each would get alone (greedy and
+// sampled; one stage, an in-process split and workers over loopback), admission limits,
+// cancellation, and a lost worker.
+#include "serve/scheduler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "model/generator.h"
+#include "pipeline/worker.h"
+#include "shard/compile.h"
+#include "shard/load.h"
+#include "tokenizer/hf_import.h"
+
+namespace daisy::serve {
+namespace {
+
+namespace fs = std::filesystem;
+using pipeline::Pipeline;
+
+struct Env {
+  fs::path dir, model;
+  Env() {
+    dir = fs::temp_directory_path() / ("scheduler-test-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    model = dir / "model.gguf";
+    model::GenerateOptions o;
+    o.config = model::FindShape("tiny").value().config;
+    o.config.n_layers = 4;
+    o.type = gguf::TensorType::kQ8_0;
+    o.seed = 11;
+    EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), model).ok());
+    shard::CompileOptions c;
+    c.model = model;
+    c.out_dir = dir / "2";
+    c.stages = 2;
+    c.progress = false;
+    EXPECT_TRUE(shard::Compile(c).ok());
+  }
+  ~Env() { fs::remove_all(dir); }
+};
+
+Env& TheEnv() {
+  static Env* env = new Env();
+  return *env;
+}
+
+constexpr int kCapacity = 128;
+
+// A pipeline of one of three shapes: the whole model, a 2-stage split in this process, or
+// stage 0 here and stage 1 in a worker over loopback.
+struct Topology {
+  runtime::ThreadPool pool{1};
+  std::unique_ptr<model::LlamaModel> whole;
+  std::vector<shard::Shard> shards;
+  std::unique_ptr<pipeline::Worker> worker;
+  std::unique_ptr<Pipeline> p;
+
+  explicit Topology(const std::string& kind) {
+    runtime::StageOptions base{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16};
+    std::vector<const model::LlamaModel*> models;
+    std::vector<runtime::StageOptions> opts;
+    std::unique_ptr<pipeline::RemoteChain> remote;
+    if (kind == "whole") {
+      whole = std::move(model::LlamaModel::Load(TheEnv().model).value());
+      models.push_back(whole.get());
+      opts.push_back(base);
+    } else {
+      const int local = kind == "split" ? 2 : 1;
+      for (int i = 0; i < local; ++i) {
+        shards.push_back(shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", i)).value());
+        models.push_back(shards.back().model.get());
+        opts.push_back(pipeline::StageOptionsFor(shards.back().info, base));
+      }
+      if (kind == "remote") StartRemote(remote);
+    }
+    p = std::make_unique<Pipeline>(models, opts, kernels::BestKernels(), pool, std::move(remote));
+  }
+
+  void StartRemote(std::unique_ptr<pipeline::RemoteChain>& remote) {
+    auto s1 = shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", 1));
+    pipeline::WorkerOptions wo;
+    wo.listen = {"127.0.0.1", 0};
+    wo.threads = 1;
+    worker = pipeline::Worker::Start(std::move(*s1), std::move(wo)).value();
+    pipeline::RemoteOptions ro;
+    ro.workers.push_back({"127.0.0.1", worker->port()});
+    ro.max_rows = 64;
+    ro.max_seqs = 32;
+    ro.seq_capacity = kCapacity;
+    ro.connect_deadline = transport::Millis(1000);
+    auto r = pipeline::RemoteChain::Connect(ro, {shards[0].info});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    remote = std::move(*r);
+  }
+};
+
+std::vector<int32_t> Prompt(int n, int salt) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * 31 + salt * 17) % 250 + 1);
+  return t;
+}
+
+runtime::SamplingParams Sampled(uint64_t seed) {
+  runtime::SamplingParams s;
+  s.temperature = 0.9f;
+  s.seed = seed;
+  return s;
+}
+
+// The tokens one request gets alone, through pipeline::Generate on a fresh whole model.
+std::vector<int32_t> Alone(const RequestParams& r) {
+  Topology s("whole");
+  pipeline::GenerateOptions g;
+  g.max_tokens = r.max_tokens;
+  g.prefill_chunk = 5;
+  g.sampling = r.sampling;
+  auto ids = pipeline::Generate(*s.p, 0, r.prompt, g, nullptr, nullptr);
+  EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+  return *ids;
+}
+
+std::vector<int32_t> Collect(Request& r, Finish* finish = nullptr) {
+  std::vector<int32_t> out;
+  while (true) {
+    auto u = r.Wait(out.size(), std::chrono::milliseconds(20000));
+    out.insert(out.end(), u.tokens.begin(), u.tokens.end());
+    if (u.done) {
+      EXPECT_TRUE(u.finish != Finish::kError) << u.error.ToString();
+      if (finish != nullptr) *finish = u.finish;
+      return out;
+    }
+  }
+}
+
+std::vector<RequestParams> Mixed(int n) {
+  std::vector<RequestParams> rs;
+  for (int i = 0; i < n; ++i) {
+    RequestParams r;
+    r.prompt = Prompt(3 + (i * 7) % 40, i);  // some prompts span several prefill chunks
+    r.max_tokens = 6 + (i * 5) % 17;
+    if (i % 3 == 2) r.sampling = Sampled(100 + i);
+    r.stop_at_eog = false;
+    rs.push_back(std::move(r));
+  }
+  return rs;
+}
+
+void ExpectSameAsAlone(const std::string& kind, int micro_batches) {
+  const auto requests = Mixed(7);
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : requests) want.push_back(Alone(r));
+  Topology s(kind);
+  SchedulerOptions o;
+  o.micro_batches = micro_batches;
+  o.max_seqs = 4;  // fewer slots than requests: some wait in the queue and join later
+  o.seq_capacity = kCapacity;
+  o.prefill_chunk = 8;
+  Scheduler sched(*s.p, o);
+  std::vector<std::shared_ptr<Request>> live;
+  for (const auto& r : requests) {
+    auto q = sched.Submit(r);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    live.push_back(*q);
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    Finish f;
+    EXPECT_EQ(Collect(*live[i], &f), want[i]) << kind << " request " << i;
+    EXPECT_EQ(f, Finish::kLength);
+  }
+  const SchedulerMetrics m = sched.metrics();
+  EXPECT_EQ(m.requests_by_finish[static_cast<int>(Finish::kLength)], requests.size());
+  // Batching happened: fewer forwards than rows.
+  EXPECT_LT(m.forwards, m.forward_rows);
+}
+
+TEST(Scheduler, ConcurrentRequestsMatchAloneOnTheWholeModel) { ExpectSameAsAlone("whole", 1); }
+TEST(Scheduler, ConcurrentRequestsMatchAloneOnAnInProcessSplit) { ExpectSameAsAlone("split", 2); }
+TEST(Scheduler, ConcurrentRequestsMatchAloneOverLoopback) { ExpectSameAsAlone("remote", 2); }
+
+TEST(Scheduler, RefusesWhatCannotFitAndBoundsTheQueue) {
+  Topology s("whole");
+  SchedulerOptions o;
+  o.max_seqs = 1;
+  o.max_queue = 2;
+  o.seq_capacity = kCapacity;
+  Scheduler sched(*s.p, o);
+  RequestParams big;
+  big.prompt = Prompt(100, 1);
+  big.max_tokens = 29;
+  auto r = sched.Submit(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(r.status().message(), "the prompt (100 tokens) plus max_tokens (29) is longer than the "
+                                  "context of 128 tokens");
+  RequestParams empty;
+  EXPECT_EQ(sched.Submit(empty).status().code(), StatusCode::kInvalidArgument);
+  // One runs, two wait, the fourth is refused while the queue is full.
+  RequestParams slow;
+  slow.prompt = Prompt(4, 2);
+  slow.max_tokens = 120;
+  slow.stop_at_eog = false;
+  std::vector<std::shared_ptr<Request>> held;
+  int refused = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto q = sched.Submit(slow);
+    if (q.ok()) {
+      held.push_back(*q);
+    } else {
+      EXPECT_EQ(q.status().code(), StatusCode::kResourceExhausted);
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 2);
+  EXPECT_LE(held.size(), 4u);
+  for (auto& q : held) q->Cancel();
+  for (auto& q : held) {
+    Finish f;
+    Collect(*q, &f);
+    EXPECT_TRUE(f == Finish::kCancelled || f == Finish::kLength);
+  }
+  EXPECT_GE(sched.metrics().rejected_queue_full, 2u);
+}
+
+TEST(Scheduler, CancelFreesTheSequenceOnEveryStage) {
+  Topology s("remote");
+  SchedulerOptions o;
+  o.micro_batches = 2;
+  o.max_seqs = 2;
+  o.seq_capacity = kCapacity;
+  Scheduler sched(*s.p, o);
+  RequestParams r;
+  r.prompt = Prompt(10, 3);
+  r.max_tokens = 100;
+  r.stop_at_eog = false;
+  auto a = sched.Submit(r);
+  ASSERT_TRUE(a.ok());
+  auto u = (*a)->Wait(2, std::chrono::milliseconds(20000));  // a few tokens in
+  (*a)->Cancel();
+  Finish f;
+  Collect(**a, &f);
+  EXPECT_EQ(f, Finish::kCancelled);
+  // The slot is free again on both stages: a new request runs to the end and matches alone.
+  RequestParams next;
+  next.prompt = Prompt(12, 4);
+  next.max_tokens = 10;
+  next.stop_at_eog = false;
+  auto b = sched.Submit(next);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(Collect(**b), Alone(next));
+  for (int i = 0; i < 100 && s.p->n_local() > 0; ++i) {
+    if (sched.metrics().active == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(sched.metrics().active, 0);
+}
+
+TEST(Scheduler, ALostWorkerFailsItsRequestsAndTheNextOneRecovers) {
+  Topology s("remote");
+  const uint16_t port = s.worker->port();
+  SchedulerOptions o;
+  o.micro_batches = 2;
+  o.seq_capacity = kCapacity;
+  Scheduler sched(*s.p, o);
+  RequestParams r;
+  r.prompt = Prompt(6, 5);
+  r.max_tokens = 120;
+  r.stop_at_eog = false;
+  auto a = sched.Submit(r);
+  ASSERT_TRUE(a.ok());
+  (*a)->Wait(1, std::chrono::milliseconds(20000));
+  s.worker->Stop();
+  s.worker.reset();
+  std::vector<int32_t> got;
+  Request::Update u;
+  do {
+    u = (*a)->Wait(got.size(), std::chrono::milliseconds(20000));
+    got.insert(got.end(), u.tokens.begin(), u.tokens.end());
+  } while (!u.done);
+  EXPECT_EQ(u.finish, Finish::kError);
+  EXPECT_NE(u.error.message().find("the pipeline is down"), std::string::npos) << u.error.message();
+  // The worker comes back on the same port; the next request reconnects and succeeds.
+  auto s1 = shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", 1));
+  pipeline::WorkerOptions wo;
+  wo.listen = {"127.0.0.1", port};
+  wo.threads = 1;
+  auto w = pipeline::Worker::Start(std::move(*s1), std::move(wo));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  RequestParams next;
+  next.prompt = Prompt(7, 6);
+  next.max_tokens = 9;
+  next.stop_at_eog = false;
+  auto b = sched.Submit(next);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(Collect(**b), Alone(next));
+}
+
+}  // namespace
+}  // namespace daisy::serve
