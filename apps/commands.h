@@ -18,6 +18,11 @@ Runner AddScore(CLI::App& app);
 Runner AddCompile(CLI::App& app);
 Runner AddWorker(CLI::App& app);
 Runner AddProxy(CLI::App& app);
+Runner AddServe(CLI::App& app);
+
+// Long-running commands: block SIGINT/SIGTERM before starting threads, then wait for one.
+void BlockTermSignals();
+void WaitForTermSignal();
 
 // Prints "daisy: error: <message>" to stderr and returns the exit code for failures.
 int Fail(const std::string& message);

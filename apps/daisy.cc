@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   add("compile", "Split a model into pre-packed pipeline shards, one per stage",
       daisy::apps::AddCompile);
   add("worker", "Serve one pipeline shard over TCP", daisy::apps::AddWorker);
+  add("serve", "Serve many users over an OpenAI-compatible HTTP API (continuous batching)",
+      daisy::apps::AddServe);
   add("proxy", "Forward TCP with added latency, jitter and a bandwidth limit (WAN emulator)",
       daisy::apps::AddProxy);
 

@@ -15,10 +15,9 @@
 #include "transport/proxy.h"
 
 namespace daisy::apps {
-namespace {
 
 // Blocks until SIGINT or SIGTERM.
-void WaitForSignal() {
+void WaitForTermSignal() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -27,13 +26,15 @@ void WaitForSignal() {
   sigwait(&set, &sig);
 }
 
-void BlockSignals() {  // before any thread starts, so that only sigwait sees them
+void BlockTermSignals() {  // before any thread starts, so that only sigwait sees them
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
+
+namespace {
 
 struct WorkerFlags {
   std::string shard, listen = "127.0.0.1:7000", key_file, kv_budget, kernels, cluster;
@@ -70,7 +71,7 @@ Status ApplyCluster(WorkerFlags& f, bool shard_given, bool listen_given, bool ke
 }
 
 int RunWorker(const WorkerFlags& f) {
-  BlockSignals();
+  BlockTermSignals();
   pipeline::WorkerOptions o;
   auto listen = transport::ParseHostPort(f.listen);
   if (!listen.ok()) return Fail("--listen: " + listen.status().message());
@@ -113,7 +114,7 @@ int RunWorker(const WorkerFlags& f) {
   std::fflush(stdout);
   DAISY_LOG_INFO("worker: %s ready on %s:%u in %.2f s", info.Describe().c_str(),
                  listen->host.c_str(), (*worker)->port(), load_seconds);
-  WaitForSignal();
+  WaitForTermSignal();
   (*worker)->Stop();
   return 0;
 }
@@ -125,7 +126,7 @@ struct ProxyFlags {
 };
 
 int RunProxy(const ProxyFlags& f) {
-  BlockSignals();
+  BlockTermSignals();
   transport::ProxyOptions o;
   auto listen = transport::ParseHostPort(f.listen);
   if (!listen.ok()) return Fail("--listen: " + listen.status().message());
@@ -143,7 +144,7 @@ int RunProxy(const ProxyFlags& f) {
                           {"delay_ms", f.delay}, {"jitter_ms", f.jitter}, {"rate_mbit", f.rate}};
   std::printf("%s\n", ready.dump().c_str());
   std::fflush(stdout);
-  WaitForSignal();
+  WaitForTermSignal();
   (*proxy)->Stop();
   return 0;
 }

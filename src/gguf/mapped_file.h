@@ -24,6 +24,10 @@ class MappedFile {
   ~MappedFile();
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Gives the file's pages back: unmaps them from this process (they are read again from the
+  // file when touched) and asks the kernel to drop them from the page cache. For callers that
+  // copied what they need: a copied 5 GB shard should not also sit in the page cache.
+  void DropCachedPages(const std::filesystem::path& path) const;
 
  private:
   const uint8_t* data_ = nullptr;

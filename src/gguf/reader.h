@@ -80,6 +80,10 @@ class Reader {
   // nullptr when absent.
   const Value* Find(std::string_view key) const;
   const TensorInfo* FindTensor(std::string_view name) const;
+  // See MappedFile::DropCachedPages (no-op for FromBytes readers).
+  void DropCachedPages() const {
+    if (file_) file_->DropCachedPages(name_);
+  }
   // The tensor's bytes inside the mapping.
   std::span<const uint8_t> TensorData(const TensorInfo& tensor) const;
 

@@ -184,6 +184,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(gguf::Reader reader,
   }
   for (auto& t : workers) t.join();
   m->pending_.clear();
+  // Weights copied out of the file need not stay in the page cache as well (the few tensors
+  // still read from the mapping, such as norm vectors, come back on first use).
+  if (m->owned_bytes() >= m->reader_->file_size() / 2) m->reader_->DropCachedPages();
   return m;
 }
 

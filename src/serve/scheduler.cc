@@ -125,13 +125,21 @@ Result<std::shared_ptr<Request>> Scheduler::Submit(RequestParams params) {
 
 SchedulerMetrics Scheduler::metrics() const {
   std::lock_guard lock(mu_);
-  return metrics_;
+  SchedulerMetrics m = metrics_;
+  const auto since = Clock::now() - std::chrono::seconds(10);
+  uint64_t n = 0;
+  for (const auto& [t, k] : recent_) n += t >= since ? k : 0;
+  m.tokens_per_second = static_cast<double>(n) / 10.0;
+  return m;
 }
 
 void Scheduler::Recount() {  // under mu_
   metrics_.queued = static_cast<int>(queue_.size());
   metrics_.active = static_cast<int>(active_.size());
   metrics_.in_flight = static_cast<int>(in_flight_.size());
+  uint64_t kv = 0;
+  for (const auto& s : active_) kv += s->history.size();
+  metrics_.kv_positions = kv;
 }
 
 bool Scheduler::Admit() {
@@ -141,8 +149,8 @@ bool Scheduler::Admit() {
     std::shared_ptr<Request> r = std::move(queue_.front());
     queue_.pop_front();
     if (r->cancelled()) {
-      r->End(Finish::kCancelled);
       ++metrics_.requests_by_finish[static_cast<int>(Finish::kCancelled)];
+      r->End(Finish::kCancelled);
       continue;
     }
     auto s = std::make_unique<Seq>();
@@ -162,9 +170,12 @@ bool Scheduler::Admit() {
 
 void Scheduler::End(Seq& s, Finish f, Status error) {
   s.done = true;
+  {
+    // Count before the waiter wakes, so whoever saw the request end also sees it counted.
+    std::lock_guard lock(mu_);
+    ++metrics_.requests_by_finish[static_cast<int>(f)];
+  }
   s.req->End(f, std::move(error));
-  std::lock_guard lock(mu_);
-  ++metrics_.requests_by_finish[static_cast<int>(f)];
 }
 
 Result<bool> Scheduler::StartBatch(int group) {
@@ -271,6 +282,9 @@ Status Scheduler::FinishOldest() {
     std::lock_guard lock(mu_);
     metrics_.generated_tokens += generated;
     metrics_.prompt_tokens += prompt;
+    const auto now = Clock::now();
+    recent_.emplace_back(now, generated);
+    while (!recent_.empty() && recent_.front().first < now - std::chrono::seconds(10)) recent_.pop_front();
   }
   group_busy_[b.group] = false;
   in_flight_.pop_front();
@@ -334,7 +348,9 @@ void Scheduler::Loop() {
         broken_ = false;
         DAISY_LOG_INFO("serve: the pipeline is back");
       } else {
-        for (auto& s : active_) End(*s, Finish::kError, st);
+        for (auto& s : active_) {
+          if (!s->done) End(*s, Finish::kError, st);
+        }
         active_.clear();
       }
     }

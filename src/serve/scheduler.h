@@ -101,6 +101,8 @@ struct SchedulerMetrics {
   double submit_seconds = 0;  // in the coordinator's own stages (and sending)
   double wait_seconds = 0;    // waiting for the rest of the ring
   int queued = 0, active = 0, in_flight = 0;
+  uint64_t kv_positions = 0;      // KV positions the active sequences fill
+  double tokens_per_second = 0;   // generated, over the last 10 s
   int max_seqs = 0, seq_capacity = 0, micro_batches = 0;
 };
 
@@ -135,6 +137,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Request>> queue_;
   bool stop_ = false;
   SchedulerMetrics metrics_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>> recent_;  // tokens per step
   // Loop thread only.
   std::vector<std::unique_ptr<Seq>> active_;
   std::deque<std::unique_ptr<Batch>> in_flight_;

@@ -296,3 +296,73 @@ test("compile splits by memory and explains what does not fit", () => {
   const bad = run(["compile", "-m", model, "-o", path.join(dir, "mem3"), "--layers", "3,3"]);
   assert.match(bad.err, /add up to 6 layers, the model has 8/);
 });
+
+// Starts `daisy worker --cluster FILE --stage N`; resolves at its ready line.
+function startClusterWorker(file, stage) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(daisy, ["worker", "--cluster", file, "--stage", String(stage), "-t", "1"]);
+    children.add(proc);
+    let out = "", err = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
+    });
+    proc.stderr.on("data", (d) => (err += d));
+    proc.on("exit", (code) => {
+      children.delete(proc);
+      reject(new Error(`cluster worker exited ${code}: ${err}`));
+    });
+  });
+}
+
+async function freePort() {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const {port} = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+test("a cluster file describes the whole pipeline for the workers and the coordinator", async () => {
+  const model = makeModel("m-cluster", "q8_0", 31, 6);
+  const out = path.join(dir, "cluster");
+  compile(model, out, ["--stages", "3"]);
+  const key = path.join(out, "cluster.key");
+  fs.writeFileSync(key, "a-cluster-key-of-some-length-0123456789\n");
+  const [p1, p2] = [await freePort(), await freePort()];
+  const file = path.join(out, "cluster.toml");
+  // Relative paths are relative to the file.
+  fs.writeFileSync(file, `key_file = "cluster.key"\nwire = "f32"\nconnect_timeout = 10\n\n` +
+                         `[[stage]]\nshard = "stage-0.daisy"\n\n` +
+                         `[[stage]]\nshard = "stage-1.daisy"\naddress = "127.0.0.1:${p1}"\n\n` +
+                         `[[stage]]\nshard = "stage-2.daisy"\naddress = "127.0.0.1:${p2}"\n`);
+  const w1 = await startClusterWorker(file, 1), w2 = await startClusterWorker(file, 2);
+  try {
+    assert.equal(w1.ready.port, p1);
+    assert.equal(w2.ready.stage, 2);
+    const mono = lastJson(must(["run", "-m", model, ...runArgs(prompts[1])]).out).ids;
+    const j = lastJson(must(["run", "--cluster", file, ...runArgs(prompts[1])]).out);
+    assert.deepEqual(j.ids, mono);
+    assert.equal(j.stages, 3);
+    // The key comes from the file: a coordinator with another key is refused.
+    const other = path.join(out, "other.key");
+    fs.writeFileSync(other, "another-cluster-key-of-some-length-xyz\n");
+    const bad = run(["run", "--cluster", file, "--key-file", other, "--connect-timeout", "2", ...runArgs("1")]);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.err, /wrong cluster key/);
+  } finally {
+    w1.proc.kill("SIGTERM");
+    w2.proc.kill("SIGTERM");
+  }
+  // Mistakes in the file are named with the line.
+  const broken = path.join(out, "broken.toml");
+  fs.writeFileSync(broken, `[[stage]]\nshard = "stage-0.daisy"\nadress = "127.0.0.1:1"\n`);
+  const r = run(["run", "--cluster", broken, ...runArgs("1")]);
+  assert.notEqual(r.code, 0);
+  assert.match(r.err, /broken\.toml:3: unknown key 'adress' in stage 0/);
+  const both = run(["run", "--cluster", file, "-m", model, ...runArgs("1")]);
+  assert.match(both.err, /--cluster lists the shards and workers: drop -m, --shard and --workers/);
+  const coordStage = run(["worker", "--cluster", file, "--stage", "0"]);
+  assert.match(coordStage.err, /stage 0 runs in the coordinator/);
+});

@@ -1,0 +1,136 @@
+#include "apps/coordinator.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "pipeline/cluster.h"
+
+namespace daisy::apps {
+
+GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f) {
+  app.add_option("--shard", f.shards,
+                 "Shard(s) to run in this process, stage 0 first (repeat for an in-process split)");
+  app.add_option("--workers", f.workers, "HOST:PORT of the remaining stages, in order");
+  app.add_option("--cluster", f.cluster,
+                 "TOML cluster file listing the shards, workers and key (docs/cluster-file.md)");
+  GivenFlags given;
+  given.key_file = app.add_option("--key-file", f.key_file, "Cluster key the workers were started with");
+  given.wire = app.add_option("--wire", f.wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
+                   ->capture_default_str();
+  given.connect_timeout = app.add_option("--connect-timeout", f.connect_timeout,
+                                         "Seconds to keep retrying the workers")
+                              ->capture_default_str();
+  app.add_flag("--mmap-weights", f.mmap_weights,
+               "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
+               "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
+  return given;
+}
+
+Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given) {
+  if (f.cluster.empty()) return Status::Ok();
+  if (!f.model.empty() || !f.shards.empty() || !f.workers.empty()) {
+    return InvalidArgument("--cluster lists the shards and workers: drop -m, --shard and --workers");
+  }
+  DAISY_ASSIGN_OR_RETURN(pipeline::ClusterFile c, pipeline::LoadClusterFile(f.cluster));
+  f.shards = c.LocalShards();
+  f.workers = c.Workers();
+  if (given.key_file->count() == 0) f.key_file = c.key_file;
+  if (given.wire->count() == 0 && c.wire) f.wire = *c.wire;
+  if (given.connect_timeout->count() == 0 && c.connect_timeout) f.connect_timeout = *c.connect_timeout;
+  return Status::Ok();
+}
+
+Result<Loaded> Load(const CoordinatorFlags& f) {
+  Loaded l;
+  l.kernels = &kernels::BestKernels();
+  if (!f.kernels.empty()) {
+    l.kernels = kernels::FindKernels(f.kernels.c_str());
+    if (l.kernels == nullptr) {
+      return InvalidArgument("--kernels %s is not supported on this CPU", f.kernels.c_str());
+    }
+  }
+  if (f.model.empty() == f.shards.empty()) {
+    return InvalidArgument("give either -m MODEL, --shard DIR/stage-0.daisy (with --workers) or "
+                           "--cluster FILE");
+  }
+  if (!f.model.empty() && !f.workers.empty()) {
+    return InvalidArgument("--workers runs with shards: --shard DIR/stage-0.daisy --workers ...");
+  }
+  l.pool = std::make_unique<runtime::ThreadPool>(f.threads);
+  std::string path;
+  if (!f.model.empty()) {
+    DAISY_ASSIGN_OR_RETURN(l.model, model::LlamaModel::Load(f.model, {.threads = l.pool->size()}));
+    path = f.model;
+  } else {
+    for (const std::string& p : f.shards) {
+      DAISY_ASSIGN_OR_RETURN(shard::Shard s, shard::LoadShard(p, !f.mmap_weights));
+      l.shards.push_back(std::move(s));
+    }
+    if (!l.shards.front().info.embeddings()) {
+      return InvalidArgument("%s: the coordinator runs stage 0 (the tokenizer and embeddings); "
+                             "give DIR/stage-0.daisy first", f.shards.front().c_str());
+    }
+    path = f.shards.front();
+  }
+  DAISY_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromGguf(l.first().reader()));
+  l.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  const gguf::Reader& r = l.first().reader();
+  l.name = std::filesystem::path(path).stem().string();
+  if (r.Find("general.name") != nullptr) {
+    auto n = r.GetString("general.name");
+    if (n.ok() && !n->empty()) l.name = std::string(*n);
+  }
+  return l;
+}
+
+Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags& f, Loaded& l,
+                                                         int ctx, int max_seqs) {
+  std::vector<const model::LlamaModel*> models;
+  std::vector<runtime::StageOptions> options;
+  runtime::StageOptions base{.max_batch_rows = std::max(1, f.batch), .seq_capacity = ctx,
+                             .max_seqs = max_seqs};
+  if (l.model) {
+    models.push_back(l.model.get());
+    options.push_back(base);
+  }
+  std::vector<shard::ShardInfo> infos;
+  for (const shard::Shard& s : l.shards) {
+    models.push_back(s.model.get());
+    options.push_back(pipeline::StageOptionsFor(s.info, base));
+    infos.push_back(s.info);
+  }
+  std::unique_ptr<pipeline::RemoteChain> remote;
+  if (!f.workers.empty()) {
+    pipeline::RemoteOptions ro;
+    for (const std::string& w : StrSplit(f.workers, ',')) {
+      DAISY_ASSIGN_OR_RETURN(transport::HostPort hp, transport::ParseHostPort(w));
+      ro.workers.push_back(hp);
+    }
+    if (!f.key_file.empty()) {
+      DAISY_ASSIGN_OR_RETURN(transport::ClusterKey key, transport::ClusterKey::Load(f.key_file));
+      ro.key = std::move(key);
+    } else {
+      DAISY_LOG_WARN("no --key-file: talking to the workers without authentication (open cluster)");
+    }
+    DAISY_ASSIGN_OR_RETURN(ro.wire, pipeline::ParseWireType(f.wire));
+    ro.max_rows = base.max_batch_rows;
+    // Releases travel to each worker directly while forwards go round the ring, so a worker
+    // may briefly hold a finished sequence next to the new one that took its slot.
+    ro.max_seqs = max_seqs == 1 ? 1 : 2 * max_seqs;
+    ro.seq_capacity = ctx;
+    ro.connect_deadline = transport::Millis(static_cast<int64_t>(f.connect_timeout * 1000));
+    DAISY_ASSIGN_OR_RETURN(remote, pipeline::RemoteChain::Connect(ro, infos));
+  } else if (!infos.empty()) {
+    DAISY_RETURN_IF_ERROR(shard::CheckChain(infos).With("the local shards do not make a whole "
+                                                        "model (add --workers for the rest)"));
+  }
+  return std::make_unique<pipeline::Pipeline>(std::move(models), std::move(options), *l.kernels,
+                                              *l.pool, std::move(remote));
+}
+
+int StageCount(pipeline::Pipeline& p) {
+  return p.n_local() + (p.remote() ? static_cast<int>(p.remote()->shards().size()) : 0);
+}
+
+}  // namespace daisy::apps

@@ -1,0 +1,64 @@
+// What `daisy run` and `daisy serve` share: the flags that say where the model is (a whole
+// model, in-process shards, workers, or a cluster file), loading it, and building the
+// coordinator's Pipeline.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "model/llama_weights.h"
+#include "pipeline/pipeline.h"
+#include "shard/load.h"
+#include "tokenizer/tokenizer.h"
+
+namespace daisy::apps {
+
+struct CoordinatorFlags {
+  std::string model;
+  std::vector<std::string> shards;   // in-process stages, in order
+  std::string workers;               // HOST:PORT,... for the remaining stages
+  std::string cluster;               // TOML cluster file (pipeline/cluster.h)
+  std::string key_file;
+  std::string wire = "f32";
+  double connect_timeout = 30;
+  bool mmap_weights = false;
+  int threads = 0;
+  int batch = 256;
+  std::string kernels;
+};
+
+// Which of the flags a cluster file may fill were given on the command line (they win).
+struct GivenFlags {
+  const CLI::Option* key_file = nullptr;
+  const CLI::Option* wire = nullptr;
+  const CLI::Option* connect_timeout = nullptr;
+};
+
+// --shard, --workers, --cluster, --key-file, --wire, --connect-timeout, --mmap-weights.
+GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f);
+// Fills shards, workers (and the key, wire and timeout unless given) from --cluster FILE.
+Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given);
+
+struct Loaded {
+  std::unique_ptr<model::LlamaModel> model;  // -m
+  std::vector<shard::Shard> shards;          // --shard
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<runtime::ThreadPool> pool;
+  const kernels::KernelTable* kernels = nullptr;
+  const model::LlamaModel& first() const { return model ? *model : *shards.front().model; }
+  // A name for the model: general.name, else the file name.
+  std::string name;
+};
+
+Result<Loaded> Load(const CoordinatorFlags& f);
+
+// The coordinator's pipeline: the model or the local shards, then the workers. `ctx`: KV
+// positions per sequence; `max_seqs`: sequences at once.
+Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags& f, Loaded& l,
+                                                         int ctx, int max_seqs);
+int StageCount(pipeline::Pipeline& p);
+
+}  // namespace daisy::apps

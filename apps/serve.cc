@@ -1,0 +1,132 @@
+// daisy serve: many users over an OpenAI-compatible HTTP API, on a whole model, in-process shards
+// or a pipeline of workers, with the continuous-batching scheduler (docs/serving.md).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/coordinator.h"
+#include "base/log.h"
+#include "base/memory_stats.h"
+#include "base/strings.h"
+#include "serve/http_server.h"
+#include "serve/scheduler.h"
+#include "transport/net.h"
+
+namespace daisy::apps {
+namespace {
+
+struct ServeFlags : CoordinatorFlags {
+  std::string http = "127.0.0.1:8080";
+  std::string api_key_file;
+  std::string model_name;
+  int ctx = 0;
+  int max_seqs = 8;
+  int micro_batches = 0;
+  int queue = 64;
+  int prefill_chunk = 64;
+};
+
+Result<std::string> ReadApiKey(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open --api-key-file %s", path.c_str());
+  std::string key;
+  std::getline(in, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) return InvalidArgument("--api-key-file %s: the first line is empty", path.c_str());
+  return key;
+}
+
+int Serve(const ServeFlags& f) {
+  BlockTermSignals();
+  auto http = transport::ParseHostPort(f.http);
+  if (!http.ok()) return Fail("--http: " + http.status().message());
+  if (f.max_seqs < 1 || f.max_seqs > 1024) return Fail("--max-seqs must be 1..1024");
+  if (f.queue < 0 || f.queue > 100000) return Fail("--queue must be 0..100000");
+  if (f.prefill_chunk < 1) return Fail("--prefill-chunk must be at least 1");
+  std::string api_key;
+  if (!f.api_key_file.empty()) {
+    auto k = ReadApiKey(f.api_key_file);
+    if (!k.ok()) return Fail(k.status().message());
+    api_key = *k;
+  } else if (const char* env = std::getenv("DAISY_API_KEY"); env != nullptr && *env != '\0') {
+    api_key = env;
+  }
+  auto loaded = Load(f);
+  if (!loaded.ok()) return Fail(loaded.status().message());
+  Loaded& l = *loaded;
+  const int model_ctx = l.first().config().context_length;
+  const int ctx = f.ctx > 0 ? f.ctx : std::min(model_ctx, 4096);
+  if (ctx > model_ctx) DAISY_LOG_WARN("--ctx %d is longer than the model's %d", ctx, model_ctx);
+  auto pipe = MakePipeline(f, l, ctx, f.max_seqs);
+  if (!pipe.ok()) return Fail(pipe.status().message());
+  const int stages = StageCount(**pipe);
+  serve::SchedulerOptions so;
+  so.micro_batches = f.micro_batches > 0 ? f.micro_batches : stages;
+  so.max_seqs = f.max_seqs;
+  so.max_queue = f.queue;
+  so.seq_capacity = ctx;
+  so.max_batch_rows = std::max(1, f.batch);
+  so.prefill_chunk = f.prefill_chunk;
+  const tokenizer::Tokenizer& tok = *l.tokenizer;
+  so.is_eog = [&tok](int32_t t) { return tok.is_eog(t); };
+  serve::Scheduler scheduler(**pipe, so);
+  serve::HttpOptions ho;
+  ho.host = http->host;
+  ho.port = http->port;
+  ho.model_name = f.model_name.empty() ? l.name : f.model_name;
+  ho.api_key = api_key;
+  ho.threads = std::min(256, f.max_seqs + f.queue + 8);
+  ho.stages = stages;
+  auto server = serve::HttpServer::Start(ho, scheduler, tok, tok.vocab().chat_template);
+  if (!server.ok()) return Fail(server.status().message());
+  if (api_key.empty()) {
+    DAISY_LOG_WARN("serve: no API key: anyone who can reach %s can use this server", f.http.c_str());
+  }
+  nlohmann::json ready = {{"event", "ready"},         {"port", (*server)->port()},
+                          {"model", ho.model_name},   {"stages", stages},
+                          {"micro_batches", so.micro_batches}, {"max_seqs", so.max_seqs},
+                          {"ctx", ctx},               {"kernels", l.kernels->name},
+                          {"huge_page_bytes", HugePageBytes()}};
+  std::printf("%s\n", ready.dump().c_str());
+  std::fflush(stdout);
+  DAISY_LOG_INFO("serve: %s on http://%s:%u (%d stages, %d micro-batches, %d sequences, context %d)",
+                 ho.model_name.c_str(), http->host.c_str(), (*server)->port(), stages,
+                 so.micro_batches, so.max_seqs, ctx);
+  WaitForTermSignal();
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+Runner AddServe(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  app.add_option("-m,--model", f->model, "Model GGUF (the whole model in this process)");
+  app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
+  app.add_option("-b,--batch", f->batch, "Rows per micro-batch forward")->capture_default_str();
+  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
+  const GivenFlags given = AddPipelineFlags(app, *f);
+  app.add_option("--http", f->http, "HOST:PORT to serve HTTP on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--api-key-file", f->api_key_file,
+                 "File whose first line is the API key clients must send (Authorization: Bearer); "
+                 "default: $DAISY_API_KEY, else none");
+  app.add_option("--model-name", f->model_name, "The model id in the API (default: general.name)");
+  app.add_option("-c,--ctx", f->ctx, "KV positions per sequence (default: the model's, at most 4096)");
+  app.add_option("--max-seqs", f->max_seqs, "Sequences generating at once (KV slots per stage)")
+      ->capture_default_str();
+  app.add_option("--micro-batches", f->micro_batches, "Micro-batches in flight (default: the stages)");
+  app.add_option("--queue", f->queue, "Requests that may wait for a slot (then HTTP 429)")
+      ->capture_default_str();
+  app.add_option("--prefill-chunk", f->prefill_chunk, "Prompt rows per sequence per step")
+      ->capture_default_str();
+  return [f, given] {
+    const Status s = ApplyCluster(*f, given);
+    if (!s.ok()) return Fail(s.message());
+    return Serve(*f);
+  };
+}
+
+}  // namespace daisy::apps
