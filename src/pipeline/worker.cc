@@ -259,6 +259,10 @@ void Worker::EndSession(uint64_t session, const std::string& why) {
   if (session != 0) {
     DAISY_LOG_WARN("worker: session %llx ended: %s", static_cast<unsigned long long>(session_),
                    why.c_str());
+    // Tell the coordinator why before the links close, so it reports the stage that failed
+    // (say, the next one) rather than whichever closed link it happened to read first. Best
+    // effort: a small frame on a link that may itself be the one that went away.
+    if (coordinator_) (void)coordinator_->conn->Send(kError, EncodeError(0, why));
   }
   for (auto& c : conns_) {
     if (c->role != Conn::kNew && c->session == session_) c->conn->Shutdown();
