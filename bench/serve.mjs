@@ -55,17 +55,20 @@ function stats(xs) {
   return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
 }
 
-// One streamed completion; returns {tokens, ttft, decodeSeconds} (seconds from its own start).
+// One streamed completion; returns {tokens, ttft, decoded, decodeSeconds} (seconds from its own
+// start; decoded: the tokens after the first update, over decodeSeconds).
 async function oneUser(port, model, salt) {
   const prompt = Array.from({length: promptLen}, (_, i) => ((i + 1) * 7919 + salt * 104729) % 120000 + 10);
   const t0 = performance.now();
   const res = await fetch(`http://127.0.0.1:${port}/v1/completions`, {
     method: "POST", headers: {"Content-Type": "application/json"},
     body: JSON.stringify({model, prompt, max_tokens: genLen, temperature: 0, stream: true, ignore_eos: true,
-                          stream_options: {include_usage: true}}),
+                          stream_options: {include_usage: true, continuous_usage_stats: true}}),
   });
   if (!res.ok) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
-  let first = 0, last = 0, tokens = 0, buf = "";
+  // Every chunk carries the completion tokens so far (stream_options.continuous_usage_stats),
+  // so tokens are timed even when they add no text (control tokens, half a UTF-8 character).
+  let first = 0, firstTokens = 0, last = 0, tokens = 0, buf = "";
   const decoder = new TextDecoder();
   for await (const chunk of res.body) {
     buf += decoder.decode(chunk, {stream: true});
@@ -76,15 +79,15 @@ async function oneUser(port, model, salt) {
       if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
       const j = JSON.parse(event.slice(6));
       if (j.error) throw new Error(j.error.message);
-      if (j.usage) tokens = j.usage.completion_tokens;
-      if (j.choices?.length && j.choices[0].text) {
-        const now = performance.now();
-        if (!first) first = now;
-        last = now;
-      }
+      if (!j.usage || j.usage.completion_tokens <= tokens) continue;
+      const now = performance.now();
+      if (!first) [first, firstTokens] = [now, j.usage.completion_tokens];
+      last = now;
+      tokens = j.usage.completion_tokens;
     }
   }
-  return {tokens, ttft: (first - t0) / 1000, decodeSeconds: (last - first) / 1000};
+  if (tokens !== genLen) throw new Error(`${tokens} tokens streamed, ${genLen} asked`);
+  return {tokens, ttft: (first - t0) / 1000, decoded: tokens - firstTokens, decodeSeconds: (last - first) / 1000};
 }
 
 async function measure(server, n) {
@@ -94,7 +97,7 @@ async function measure(server, n) {
   const total = rs.reduce((a, r) => a + r.tokens, 0);
   return {
     aggregate: total / wall,
-    perUser: rs.map((r) => (r.tokens - 1) / r.decodeSeconds).sort((a, b) => a - b)[Math.floor(n / 2)],
+    perUser: rs.map((r) => r.decoded / r.decodeSeconds).sort((a, b) => a - b)[Math.floor(n / 2)],
     ttft: rs.map((r) => r.ttft).sort((a, b) => a - b)[Math.floor(n / 2)],
   };
 }

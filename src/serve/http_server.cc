@@ -72,6 +72,7 @@ struct Parsed {
   bool chat = false;
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage = false;  // vLLM's extension: usage on every chunk, one chunk per update
   RequestParams params;
   std::vector<std::string> stops;
   bool echo = false;
@@ -457,9 +458,16 @@ void HttpServer::Routes() {
         if (!body["stream"].is_boolean()) return fail(Invalid("stream", "'stream' must be a boolean"));
         p.stream = body["stream"].get<bool>();
       }
-      if (body.contains("stream_options") && body["stream_options"].is_object() &&
-          body["stream_options"].contains("include_usage")) {
-        p.include_usage = body["stream_options"]["include_usage"] == true;
+      if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+        const json& so = body["stream_options"];
+        if (!so.is_object()) return fail(Invalid("stream_options", "'stream_options' must be an object"));
+        for (const char* k : {"include_usage", "continuous_usage_stats"}) {
+          if (so.contains(k) && !so[k].is_boolean() && !so[k].is_null()) {
+            return fail(Invalid("stream_options", StrFormat("'stream_options.%s' must be a boolean", k)));
+          }
+        }
+        p.include_usage = so.value("include_usage", false);
+        p.continuous_usage = so.value("continuous_usage_stats", false);
       }
       auto submitted = scheduler_.Submit(p.params);
       if (!submitted.ok()) return fail(FromStatus(submitted.status()));
@@ -504,16 +512,19 @@ void HttpServer::Routes() {
         return;
       }
       const bool include_usage = p.include_usage;
-      auto chunk = [id, created, model, chat](const json& choice) {
+      const bool continuous_usage = p.continuous_usage;
+      auto chunk = [id, created, model, chat](const json& choice, const json& usage_so_far = nullptr) {
         json c = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", created}, {"model", model}, {"choices", json::array({choice})}};
+        if (!usage_so_far.is_null()) c["usage"] = usage_so_far;
         return "data: " + Dump(c) + "\n\n";
       };
       auto started = std::make_shared<bool>(false);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [gen, chunk, started, chat, include_usage, usage, finish_reason, record, id, created, model](
+          [gen, chunk, started, chat, include_usage, continuous_usage, usage, finish_reason, record, id, created,
+           model](
               size_t, httplib::DataSink& sink) {
             if (chat && !*started) {
               *started = true;
@@ -526,14 +537,14 @@ void HttpServer::Routes() {
             }
             const Request::Update u = gen->req->Wait(gen->have, std::chrono::milliseconds(100));
             const std::string piece = gen->Add(u.tokens, u.done);
-            if (!piece.empty()) {
+            if (!piece.empty() || (continuous_usage && !u.tokens.empty())) {
               json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
               if (chat) {
                 choice["delta"] = {{"content", piece}};
               } else {
                 choice["text"] = piece;
               }
-              const std::string c = chunk(choice);
+              const std::string c = chunk(choice, continuous_usage ? usage() : json(nullptr));
               if (!sink.write(c.data(), c.size())) {
                 gen->req->Cancel();
                 return false;
@@ -557,7 +568,7 @@ void HttpServer::Routes() {
               } else {
                 choice["text"] = "";
               }
-              tail = chunk(choice);
+              tail = chunk(choice, continuous_usage ? usage() : json(nullptr));
               if (include_usage) {
                 json c = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"},
                           {"created", created}, {"model", model}, {"choices", json::array()}, {"usage", usage()}};

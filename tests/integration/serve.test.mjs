@@ -127,6 +127,30 @@ test("chat renders the Llama 3 template and streams the same text", async () => 
   assert.equal(usage.completion_tokens, 10);
 });
 
+test("stream_options.continuous_usage_stats puts the token count on every chunk", async () => {
+  const client = clientFor(whole);
+  const want = alone(PROMPTS[1], 12);
+  const stream = await client.completions.create({model: whole.ready.model, prompt: PROMPTS[1], max_tokens: 12,
+                                                  temperature: 0, stream: true,
+                                                  stream_options: {include_usage: true, continuous_usage_stats: true}});
+  let text = "", counts = [];
+  for await (const c of stream) {
+    assert.ok(c.usage, "usage on every chunk");
+    assert.equal(c.usage.prompt_tokens, want.prompt_tokens);
+    counts.push(c.usage.completion_tokens);
+    if (c.choices.length) text += c.choices[0].text;
+  }
+  assert.equal(text, want.text);
+  assert.equal(counts[counts.length - 1], 12);
+  for (let i = 1; i < counts.length; i++) assert.ok(counts[i] >= counts[i - 1], `counts never fall: ${counts}`);
+  const bad = await fetch(`http://127.0.0.1:${whole.ready.port}/v1/completions`, {
+    method: "POST", headers: {"Content-Type": "application/json", Authorization: `Bearer ${KEY}`},
+    body: JSON.stringify({model: whole.ready.model, prompt: "x", stream: true, stream_options: {continuous_usage_stats: 1}}),
+  });
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error.message, /'stream_options.continuous_usage_stats' must be a boolean/);
+});
+
 async function concurrentMatchesAlone(server) {
   const client = clientFor(server);
   const jobs = PROMPTS.map((p, i) => ({prompt: p, n: 6 + 3 * i, temp: i % 2 ? 0.8 : 0, seed: 1000 + i, stream: i % 3 === 0}));
