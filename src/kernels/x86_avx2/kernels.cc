@@ -43,10 +43,16 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
   for (int j = 0; j < kRX; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m256i iacc[kRX][2];
+    // q4_0: pair sums of code (0..15) x q (-127..127) are within +-3810, so the eight steps of
+    // a block add up in int16 (at most +-30480) and widen once per block; q8_0's products need
+    // int32 at every step. Integer sums are exact either way: the bits do not change.
+    __m256i hacc[kRX][2];
     for (int j = 0; j < kRX; ++j) {
-      // q4_0: nibble codes are q + 8, so start from -8 * sum(x); q8_0 uses signed products.
-      const int32_t start = kType == WeightType::kQ4_0 ? -8 * x[j].block_sum[b] : 0;
-      iacc[j][0] = iacc[j][1] = _mm256_set1_epi32(start);
+      if constexpr (kType == WeightType::kQ4_0) {
+        hacc[j][0] = hacc[j][1] = _mm256_setzero_si256();
+      } else {
+        iacc[j][0] = iacc[j][1] = _mm256_setzero_si256();
+      }
     }
     const uint8_t* qb = q + b * kGroupBlockBytes;
 #pragma GCC unroll 8
@@ -66,17 +72,24 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
         int32_t four;
         std::memcpy(&four, x[j].qs + b * kQBlock + s * 4, 4);
         const __m256i xv = _mm256_set1_epi32(four);
-        __m256i p0, p1;
         if constexpr (kType == WeightType::kQ4_0) {
-          p0 = _mm256_maddubs_epi16(w0, xv);  // codes 0..15 times q: pairs fit int16
-          p1 = _mm256_maddubs_epi16(w1, xv);
+          hacc[j][0] = _mm256_add_epi16(hacc[j][0], _mm256_maddubs_epi16(w0, xv));
+          hacc[j][1] = _mm256_add_epi16(hacc[j][1], _mm256_maddubs_epi16(w1, xv));
         } else {
           // |w| * (x with w's sign): signed products through the unsigned-signed multiply.
-          p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(xv, w0));
-          p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(xv, w1));
+          const __m256i p0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(xv, w0));
+          const __m256i p1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(xv, w1));
+          iacc[j][0] = _mm256_add_epi32(iacc[j][0], _mm256_madd_epi16(p0, ones));
+          iacc[j][1] = _mm256_add_epi32(iacc[j][1], _mm256_madd_epi16(p1, ones));
         }
-        iacc[j][0] = _mm256_add_epi32(iacc[j][0], _mm256_madd_epi16(p0, ones));
-        iacc[j][1] = _mm256_add_epi32(iacc[j][1], _mm256_madd_epi16(p1, ones));
+      }
+    }
+    if constexpr (kType == WeightType::kQ4_0) {
+      // Nibble codes are q + 8: start from -8 * sum(x).
+      for (int j = 0; j < kRX; ++j) {
+        const __m256i start = _mm256_set1_epi32(-8 * x[j].block_sum[b]);
+        iacc[j][0] = _mm256_add_epi32(start, _mm256_madd_epi16(hacc[j][0], ones));
+        iacc[j][1] = _mm256_add_epi32(start, _mm256_madd_epi16(hacc[j][1], ones));
       }
     }
     const __m256 s0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ws + b * kRowGroup)));
