@@ -29,6 +29,10 @@ struct GenModelFlags {
   std::string tied = "auto";
   std::string output;
   bool json = false;
+  // A draft for speculative decoding (model/generator.h).
+  std::string draft_output;
+  int draft_layers = 0;
+  float extra_scale = 0.3f;
 };
 
 int Run(const GenModelFlags& f) {
@@ -90,8 +94,28 @@ int Run(const GenModelFlags& f) {
                  100.0 * static_cast<double>(done) / static_cast<double>(total), elapsed(),
                  tty && done != total ? "   " : "\n");
   };
+  model::GenerateOptions draft_options;
+  if (!f.draft_output.empty()) {
+    const int m = f.draft_layers > 0 ? f.draft_layers : std::max(1, config.n_layers / 8);
+    if (m >= config.n_layers) {
+      return Fail(StrFormat("--draft-layers %d: the draft needs fewer layers than the model's %d", m,
+                            config.n_layers));
+    }
+    if (!(f.extra_scale >= 0)) return Fail("--extra-scale must be 0 or more");
+    options.branch_layers = m;
+    options.scaled_from = m;
+    options.scaled_by = f.extra_scale;
+    draft_options = options;
+    draft_options.config.n_layers = m;
+    draft_options.scaled_from = -1;
+    draft_options.name = options.name + "-draft";
+  }
   Status s = model::GenerateModel(options, vocab, f.output);
   if (!s.ok()) return Fail(s.message());
+  if (!f.draft_output.empty()) {
+    s = model::GenerateModel(draft_options, vocab, f.draft_output);
+    if (!s.ok()) return Fail(s.message());
+  }
   std::error_code ec;
   const auto size = std::filesystem::file_size(f.output, ec);
   struct rusage usage {};
@@ -103,6 +127,10 @@ int Run(const GenModelFlags& f) {
                         {"n_vocab", vocab.tokens.size()}, {"n_layers", config.n_layers},
                         {"d_model", config.d_model}, {"seconds", elapsed()},
                         {"peak_rss_bytes", peak_rss}};
+    if (!f.draft_output.empty()) {
+      j["draft"] = {{"path", f.draft_output}, {"n_layers", draft_options.config.n_layers},
+                    {"extra_scale", f.extra_scale}};
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("wrote %s: %s shape, %d layers, %s weights, %zu-token vocabulary, %s in %.1f s\n",
@@ -143,6 +171,14 @@ Runner AddGenModel(CLI::App& app) {
       ->capture_default_str();
   app.add_option("-o,--output", f->output, "Output GGUF file")->required();
   app.add_flag("--json", f->json, "Print a JSON summary as the last line");
+  app.add_option("--draft-output", f->draft_output,
+                 "Also write a draft model for speculative decoding: the model's first layers, "
+                 "embeddings and head");
+  app.add_option("--draft-layers", f->draft_layers, "Draft layers (default: layers / 8, at least 1)");
+  app.add_option("--extra-scale", f->extra_scale,
+                 "With --draft-output: scale of the model's layers past the draft's (0: the model "
+                 "agrees with its draft always; larger: less often)")
+      ->capture_default_str();
   return [f] { return Run(*f); };
 }
 

@@ -102,7 +102,8 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
   const float d = static_cast<float>(c.d_model);
   const float q_dim = static_cast<float>(c.n_heads * c.head_dim);
   const float kv_dim = static_cast<float>(c.n_kv_heads * c.head_dim);
-  const float branch = 1.f / std::sqrt(static_cast<float>(c.n_layers));
+  const float branch_all =
+      1.f / std::sqrt(static_cast<float>(o.branch_layers > 0 ? o.branch_layers : c.n_layers));
   const Init norm{1.f, 0.1f};
   std::vector<TensorPlan> t;
   // With tied embeddings the embedding is the LM head: its scale sets the logits' spread
@@ -115,6 +116,7 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    const float branch = o.scaled_from >= 0 && l >= o.scaled_from ? branch_all * o.scaled_by : branch_all;
     t.push_back({p + "attn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
     t.push_back({p + "attn_q.weight", w, c.d_model, static_cast<int64_t>(q_dim), false,
                  Uniform(1.f / std::sqrt(d)), {}});

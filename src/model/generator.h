@@ -25,6 +25,14 @@ struct GenerateOptions {
   gguf::TensorType type = gguf::TensorType::kF32;  // for 2-D weights; norms are always f32
   uint64_t seed = 0;
   float logit_std = 8.0f;
+  // Target/draft pairs for speculative decoding: the residual branches are scaled as for
+  // `branch_layers` layers (0: n_layers), and layers from `scaled_from` on (-1: none) have their
+  // attention and FFN outputs multiplied by `scaled_by`. A draft of M layers and a target with
+  // branch_layers = scaled_from = M then share embeddings, head and the first M layers bit for
+  // bit; the target's extra layers nudge the draft's logits by an amount `scaled_by` controls.
+  int branch_layers = 0;
+  int scaled_from = -1;
+  float scaled_by = 1.0f;
   // Called now and then with (bytes written, total bytes).
   std::function<void(uint64_t, uint64_t)> progress;
 };

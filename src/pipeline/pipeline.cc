@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "pipeline/speculative.h"
+
 namespace daisy::pipeline {
 
 Pipeline::Pipeline(std::vector<const model::LlamaModel*> models,
@@ -84,6 +86,36 @@ OutputSpec NextTokenSpec(const runtime::SamplingParams& sp, std::span<const int3
   return o;
 }
 
+Result<ResultMsg> Prefill(Pipeline& p, int32_t seq, std::span<const int32_t> prompt, int32_t start,
+                          int prefill_chunk, const OutputSpec& out) {
+  // Every chunk submitted at once; only the last asks for an output.
+  const size_t chunk = static_cast<size_t>(std::max(1, prefill_chunk));
+  std::vector<uint64_t> ids;
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    const size_t end = std::min(prompt.size(), begin + chunk);
+    ForwardHeader h;
+    h.id = p.NextId();
+    h.dim = p.config().d_model;
+    SeqRows rows{seq, start + static_cast<int32_t>(begin), static_cast<int32_t>(end - begin), {}};
+    if (end == prompt.size()) {
+      rows.out = out;
+    } else {
+      rows.out.kind = OutputKind::kNone;
+    }
+    h.seqs.push_back(std::move(rows));
+    Status s = p.Submit(h, prompt.subspan(begin, end - begin));
+    if (!s.ok()) return s;
+    ids.push_back(h.id);
+  }
+  ResultMsg last;
+  for (uint64_t id : ids) {
+    auto r = p.Wait(id);
+    if (!r.ok()) return r.status();
+    last = std::move(*r);
+  }
+  return last;
+}
+
 Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vector<int32_t>& prompt,
                                       const GenerateOptions& options,
                                       const std::function<bool(int32_t)>& on_token,
@@ -104,59 +136,87 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
       (void)p.Release(s);
     }
   } release_at_end{p, seq};
-  // Prefill: every chunk submitted at once; only the last asks for an output.
-  const int chunk = std::max(1, options.prefill_chunk);
   auto start = std::chrono::steady_clock::now();
-  std::vector<uint64_t> ids;
-  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
-    const size_t end = std::min(prompt.size(), begin + chunk);
-    ForwardHeader h;
-    h.id = p.NextId();
-    h.dim = p.config().d_model;
-    SeqRows rows{seq, static_cast<int32_t>(begin), static_cast<int32_t>(end - begin), {}};
-    if (end == prompt.size()) {
-      rows.out = spec_for_next();
-    } else {
-      rows.out.kind = OutputKind::kNone;
-    }
-    h.seqs.push_back(std::move(rows));
-    Status s = p.Submit(h, std::span<const int32_t>(prompt).subspan(begin, end - begin));
-    if (!s.ok()) return s;
-    ids.push_back(h.id);
-  }
-  ResultMsg last;
-  for (uint64_t id : ids) {
-    auto r = p.Wait(id);
-    if (!r.ok()) return r.status();
-    last = std::move(*r);
-  }
+  auto prefilled = Prefill(p, seq, prompt, 0, options.prefill_chunk, spec_for_next());
+  if (!prefilled.ok()) return prefilled.status();
+  ResultMsg last = std::move(*prefilled);
   st.prompt_seconds = Since(start);
   std::vector<int32_t> generated;
   start = std::chrono::steady_clock::now();
+  Drafter* drafter = options.drafter;
+  KController k_control(options.spec_k, options.spec_k_max);
+  struct ForgetDraft {  // the draft's cache too, however this returns
+    Drafter* d;
+    int32_t seq;
+    ~ForgetDraft() {
+      if (d != nullptr) d->Release(seq);
+    }
+  } forget_draft{drafter, seq};
+  std::vector<int32_t> draft;
+  std::vector<DraftDistribution> q;
   while (true) {
-    if (last.seqs.size() != 1 || last.seqs[0].rows.size() != 1) {
-      return Internal("the last stage returned %zu outputs, expected 1", last.seqs.size());
+    // The tokens this forward settled: one, or the accepted drafts plus one.
+    const size_t n_out = last.seqs.size() == 1 ? last.seqs[0].rows.size() : 0;
+    if (n_out < 1 || n_out > draft.size() + 1) {
+      return Internal("the last stage returned %zu outputs for %zu drafted tokens", n_out, draft.size());
     }
-    const int32_t token = last.seqs[0].rows[0].token;
-    if (token < 0 || token >= p.config().n_vocab) {
-      return DataLoss("the last stage returned token %d", token);
+    bool stop = false;
+    for (size_t i = 0; i < n_out && !stop; ++i) {
+      const RowOutput& row = last.seqs[0].rows[i];
+      const int32_t token = row.token;
+      if (token < 0 || token >= p.config().n_vocab || (i + 1 < n_out && token != draft[i])) {
+        return DataLoss("the last stage returned token %d at output %zu", token, i);
+      }
+      generated.push_back(token);
+      st.logprobs.push_back(row.logprob);
+      history.push_back(token);
+      const bool keep_going = on_token ? on_token(token) : true;
+      stop = !keep_going || (options.is_eog && options.is_eog(token)) ||
+             static_cast<int>(generated.size()) >= options.max_tokens;
     }
-    generated.push_back(token);
-    st.logprobs.push_back(last.seqs[0].rows[0].logprob);
-    history.push_back(token);
-    const bool keep_going = on_token ? on_token(token) : true;
-    if (!keep_going || (options.is_eog && options.is_eog(token)) ||
-        static_cast<int>(generated.size()) >= options.max_tokens) {
-      break;
+    if (!draft.empty()) {
+      st.accepted += static_cast<int>(n_out) - 1;
+      drafter->Settled(seq, history.size() - 1);
+    }
+    if (stop) break;
+    // Draft (at most what is still wanted, less the token the verify adds itself).
+    draft.clear();
+    q.clear();
+    const int want = options.max_tokens - static_cast<int>(generated.size()) - 1;
+    const int k = drafter != nullptr ? std::min(k_control.Choose(), want) : 0;
+    if (k > 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      DAISY_RETURN_IF_ERROR(drafter->Propose(seq, history, k, options.sampling, draft, q));
+      k_control.Drafted(static_cast<int>(draft.size()), Since(t0));
     }
     ForwardHeader h;
     h.id = p.NextId();
     h.dim = p.config().d_model;
-    h.seqs.push_back({seq, static_cast<int32_t>(history.size() - 1), 1, spec_for_next()});
-    const int32_t tok[1] = {token};
-    auto r = p.Forward(h, tok);
+    SeqRows rows{seq, static_cast<int32_t>(history.size() - 1), 1 + static_cast<int32_t>(draft.size()),
+                 spec_for_next()};
+    if (!draft.empty()) {
+      rows.out.kind = OutputKind::kVerify;
+      rows.out.position = history.size();
+      rows.out.draft = draft;
+      rows.out.draft_q = q;
+    }
+    h.seqs.push_back(std::move(rows));
+    std::vector<int32_t> tokens{history.back()};
+    tokens.insert(tokens.end(), draft.begin(), draft.end());
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = p.Forward(h, tokens);
     if (!r.ok()) return r.status();
     last = std::move(*r);
+    ++st.steps;
+    if (!draft.empty()) {
+      const int accepted = last.seqs.size() == 1 ? static_cast<int>(last.seqs[0].rows.size()) - 1 : 0;
+      k_control.Verified(static_cast<int>(draft.size()), accepted, Since(t0));
+      ++st.verifies;
+      st.drafted += static_cast<int>(draft.size());
+      st.k_chosen.push_back(static_cast<int>(draft.size()));
+    } else if (drafter != nullptr) {
+      k_control.Verified(0, 0, Since(t0));
+    }
   }
   st.generated = static_cast<int>(generated.size());
   st.decode_seconds = Since(start);

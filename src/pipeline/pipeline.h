@@ -15,6 +15,8 @@
 
 namespace daisy::pipeline {
 
+class Drafter;  // speculative.h
+
 class Pipeline {
  public:
   // `models[i]` runs as in-process stage i with `options[i]`; `remote` (may be null) continues.
@@ -49,11 +51,21 @@ class Pipeline {
 // there, seeded by (seed, position), with the recent tokens when a penalty is on.
 OutputSpec NextTokenSpec(const runtime::SamplingParams& sp, std::span<const int32_t> history);
 
+// Runs `tokens` as sequence `seq` from position `start` in chunks streamed without waiting;
+// the last chunk's last row asks for `out`. Returns that chunk's result.
+Result<ResultMsg> Prefill(Pipeline& p, int32_t seq, std::span<const int32_t> tokens, int32_t start,
+                          int prefill_chunk, const OutputSpec& out);
+
 struct GenerateOptions {
   int max_tokens = 16;
   int prefill_chunk = 256;
   runtime::SamplingParams sampling;
   std::function<bool(int32_t)> is_eog;
+  // Speculative decoding (speculative.h): drafts from `drafter` (null: plain decoding),
+  // `spec_k` per verify (0: adaptive, up to spec_k_max).
+  Drafter* drafter = nullptr;
+  int spec_k = 0;
+  int spec_k_max = 12;
 };
 
 struct GenerateStats {
@@ -62,6 +74,11 @@ struct GenerateStats {
   int generated = 0;
   double decode_seconds = 0;
   std::vector<float> logprobs;  // of each generated token, as the last stage computed it
+  int steps = 0;      // decode forwards
+  int verifies = 0;   // of them, those that carried drafts
+  int drafted = 0;
+  int accepted = 0;
+  std::vector<int> k_chosen;  // drafts per verify
 };
 
 // One sequence: chunked prefill (chunks streamed without waiting), then one forward per token.

@@ -78,7 +78,7 @@ int32_t ForwardHeader::total_rows() const {
 
 int LogitRows(const SeqRows& s) {
   if (s.out.kind == OutputKind::kNone) return 0;
-  return s.out.all_rows ? s.n_rows : 1;
+  return s.out.all_rows || s.out.kind == OutputKind::kVerify ? s.n_rows : 1;
 }
 
 namespace {
@@ -87,8 +87,8 @@ constexpr size_t kSeqEntry = 4 * 3 + 4 + 4 * 6 + 8 + 8 + 4;  // see EncodeForwar
 }  // namespace
 
 size_t Limits::MaxForwardBytes() const {
-  return kForwardFixed + static_cast<size_t>(max_seqs) * (kSeqEntry + 4ull * max_history) +
-         static_cast<size_t>(max_rows) * WireRowBytes(WireType::kF32, d_model);
+  return kForwardFixed + static_cast<size_t>(max_seqs) * (kSeqEntry + 4ull * max_history + 4) +
+         static_cast<size_t>(max_rows) * (WireRowBytes(WireType::kF32, d_model) + 6 + 8 * kMaxDraftSupport);
 }
 
 size_t Limits::MaxResultBytes() const {
@@ -122,6 +122,19 @@ std::vector<uint8_t> EncodeForwardHeader(const ForwardHeader& h) {
     e.Put<uint64_t>(s.out.position);
     e.Put<uint32_t>(static_cast<uint32_t>(s.out.history.size()));
     for (int32_t t : s.out.history) e.Put<int32_t>(t);
+    if (s.out.kind == OutputKind::kVerify) {
+      e.Put<uint32_t>(static_cast<uint32_t>(s.out.draft.size()));
+      for (size_t i = 0; i < s.out.draft.size(); ++i) {
+        e.Put<int32_t>(s.out.draft[i]);
+        const auto* q = i < s.out.draft_q.size() ? &s.out.draft_q[i] : nullptr;
+        e.Put<uint16_t>(q != nullptr ? static_cast<uint16_t>(q->size()) : 0);
+        if (q == nullptr) continue;
+        for (auto [id, prob] : *q) {
+          e.Put<int32_t>(id);
+          e.Put<float>(prob);
+        }
+      }
+    }
   }
   return std::move(e.bytes());
 }
@@ -167,7 +180,7 @@ Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, For
     DAISY_RETURN_IF_ERROR(d.Get(p.seed));
     DAISY_RETURN_IF_ERROR(d.Get(s.out.position));
     DAISY_RETURN_IF_ERROR(d.Get(n_history));
-    if (kind > static_cast<uint8_t>(OutputKind::kLogits) || all > 1) {
+    if (kind > static_cast<uint8_t>(OutputKind::kVerify) || all > 1) {
       return DataLoss("forward: sequence %d asks for unknown output kind %u", s.seq, kind);
     }
     s.out.kind = static_cast<OutputKind>(kind);
@@ -190,6 +203,32 @@ Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, For
     }
     s.out.history.resize(n_history);
     for (int32_t& t : s.out.history) DAISY_RETURN_IF_ERROR(d.Get(t));
+    if (s.out.kind == OutputKind::kVerify) {
+      uint32_t n_draft = 0;
+      DAISY_RETURN_IF_ERROR(d.Get(n_draft));
+      if (n_draft + 1 != static_cast<uint32_t>(s.n_rows)) {
+        return DataLoss("forward: %u drafted tokens for %d rows (want rows - 1)", n_draft, s.n_rows);
+      }
+      s.out.draft.resize(n_draft);
+      s.out.draft_q.resize(n_draft);
+      for (uint32_t i = 0; i < n_draft; ++i) {
+        uint16_t n_q = 0;
+        DAISY_RETURN_IF_ERROR(d.Get(s.out.draft[i]));
+        DAISY_RETURN_IF_ERROR(d.Get(n_q));
+        if (s.out.draft[i] < 0 || s.out.draft[i] >= limits.n_vocab || n_q > kMaxDraftSupport) {
+          return DataLoss("forward: drafted token %d with %u probabilities (vocabulary %d, at most %d)",
+                          s.out.draft[i], n_q, limits.n_vocab, kMaxDraftSupport);
+        }
+        s.out.draft_q[i].resize(n_q);
+        for (auto& [id, prob] : s.out.draft_q[i]) {
+          DAISY_RETURN_IF_ERROR(d.Get(id));
+          DAISY_RETURN_IF_ERROR(d.Get(prob));
+          if (id < 0 || id >= limits.n_vocab || !(prob >= 0 && prob <= 1)) {
+            return DataLoss("forward: draft probability %g for token %d", prob, id);
+          }
+        }
+      }
+    }
     rows += s.n_rows;
     if (rows > limits.max_rows) {
       return DataLoss("forward: more than %d rows", limits.max_rows);
@@ -280,6 +319,12 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
     SeqResult sr;
     sr.seq = s.seq;
     const int n = LogitRows(s);
+    if (s.out.kind == OutputKind::kVerify) {
+      Verify(s.out, logits.subspan(at * n_vocab, static_cast<size_t>(n) * n_vocab), n_vocab, sr.rows);
+      at += n;
+      r.seqs.push_back(std::move(sr));
+      continue;
+    }
     for (int i = 0; i < n; ++i, ++at) {
       const std::span<const float> l = logits.subspan(at * n_vocab, n_vocab);
       RowOutput row;
@@ -296,6 +341,7 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
           for (int32_t t : order) row.top.push_back({t, static_cast<float>(l[t] - log_z)});
           row.token = order[0];
           break;
+        case OutputKind::kVerify: break;  // handled above
         case OutputKind::kSample: {
           runtime::Sampler sampler(s.out.sampling);
           // With all_rows, row i's token sits at position - (n - 1) + i.
@@ -310,6 +356,72 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
     r.seqs.push_back(std::move(sr));
   }
   return r;
+}
+
+void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, std::vector<RowOutput>& rows) {
+  const runtime::SamplingParams& sp = out.sampling;
+  const bool penalty = sp.repeat_penalty != 1.0f && sp.repeat_last_n != 0;
+  const bool greedy = sp.temperature <= 0;
+  runtime::Sampler sampler(sp);
+  std::vector<int32_t> history = out.history;  // grows with the accepted drafts (penalty)
+  std::vector<runtime::Sampler::Weighted> p;
+  const int k = static_cast<int>(out.draft.size());
+  auto emit = [&](std::span<const float> l, int32_t token) {
+    rows.push_back({token, static_cast<float>(l[token] - runtime::LogSumExp(l)), {}, {}});
+  };
+  for (int i = 0; i <= k; ++i) {
+    const std::span<const float> l = logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab);
+    const uint64_t pos = out.position + i;
+    if (greedy) {
+      // What plain greedy decoding would pick here; a draft survives only if it is that token.
+      const int32_t want = penalty ? sampler.Sample(l, history, pos) : runtime::Sampler::Argmax(l);
+      if (i < k && out.draft[i] == want) {
+        emit(l, want);
+        history.push_back(want);
+        continue;
+      }
+      emit(l, want);
+      return;
+    }
+    if (i == k) {  // every draft accepted: the bonus token, drawn as plain sampling would
+      emit(l, sampler.Sample(l, history, pos));
+      return;
+    }
+    // Speculative sampling: accept draft d with probability min(1, p(d) / q(d)); on a reject,
+    // draw from max(0, p - q) renormalised. The output is distributed as p exactly.
+    const double total = sampler.Distribution(l, history, p);
+    const int32_t d = out.draft[i];
+    auto q_of = [&](int32_t id) -> double {
+      if (out.draft_q[i].empty()) return id == d ? 1.0 : 0.0;
+      for (auto [qid, prob] : out.draft_q[i]) {
+        if (qid == id) return prob;
+      }
+      return 0.0;
+    };
+    double p_d = 0;
+    for (const auto& c : p) p_d += c.id == d ? c.weight / total : 0.0;
+    const double q_d = q_of(d);
+    if (q_d > 0 && runtime::Sampler::Uniform(sp.seed, pos, 1) * q_d < p_d) {
+      emit(l, d);
+      history.push_back(d);
+      continue;
+    }
+    double residual = 0;
+    for (auto& c : p) {
+      c.weight = std::max(0.0, c.weight / total - q_of(c.id));
+      residual += c.weight;
+    }
+    int32_t pick = p.front().id;  // (only if rounding left no residual mass)
+    double u = runtime::Sampler::Uniform(sp.seed, pos, 2) * residual;
+    for (const auto& c : p) {
+      if (c.weight <= 0) continue;
+      pick = c.id;
+      u -= c.weight;
+      if (u < 0) break;
+    }
+    emit(l, pick);
+    return;
+  }
 }
 
 }  // namespace daisy::pipeline

@@ -38,7 +38,10 @@ size_t WireRowBytes(WireType t, int dim);
 void EncodeRows(WireType t, const float* rows, int n, int dim, uint8_t* out);
 void DecodeRows(WireType t, const uint8_t* in, int n, int dim, float* rows);
 
-enum class OutputKind : uint8_t { kNone = 0, kArgmax = 1, kTopK = 2, kSample = 3, kLogits = 4 };
+enum class OutputKind : uint8_t { kNone = 0, kArgmax = 1, kTopK = 2, kSample = 3, kLogits = 4, kVerify = 5 };
+
+// kVerify: at most this many (token, probability) pairs describe one draft distribution.
+inline constexpr int kMaxDraftSupport = 64;
 
 struct OutputSpec {
   OutputKind kind = OutputKind::kArgmax;
@@ -47,6 +50,14 @@ struct OutputSpec {
   runtime::SamplingParams sampling;  // kSample
   uint64_t position = 0;  // kSample: the sampled token's position (the draw's seed)
   std::vector<int32_t> history;  // kSample with a repetition penalty: the recent tokens
+  // kVerify (speculative decoding): the rows are the last accepted token then the drafted
+  // tokens, so draft.size() == n_rows - 1. Greedy (temperature 0, no penalty) accepts drafts
+  // while they equal the argmax; else the accept/reject rule with the draft's distribution
+  // draft_q[i] (its support, probabilities summing to 1; empty: all mass on draft[i]). The
+  // result holds the accepted drafts then one more token (the correction, or a bonus when
+  // every draft is accepted). `position` is that of the first drafted token.
+  std::vector<int32_t> draft;
+  std::vector<std::vector<std::pair<int32_t, float>>> draft_q;
 };
 
 struct SeqRows {
@@ -108,6 +119,8 @@ Status DecodeResult(std::span<const uint8_t> payload, const Limits& limits, Resu
 // n_vocab], in row order: every row when all_rows, else the sequence's last row; none for kNone).
 ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<const float> logits,
                          int n_vocab);
+// The last stage's decision for one kVerify sequence: `logits` holds its n_rows rows.
+void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, std::vector<RowOutput>& rows);
 // Rows that need logits for these sequences, in order (per sequence: all, last or none).
 int LogitRows(const SeqRows& s);
 

@@ -43,11 +43,7 @@ uint64_t Sampler::DrawSeed(uint64_t seed, uint64_t position) {
   return z ^ (z >> 31);
 }
 
-int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history,
-                        uint64_t position) {
-  if (params_.temperature <= 0.0f && (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0)) {
-    return Argmax(logits);  // plain greedy: no copy of the vocabulary
-  }
+void Sampler::Penalize(std::span<const float> logits, std::span<const int32_t> history) {
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {static_cast<int32_t>(i), logits[i]};
   // Repetition penalty (CTRL-style, as llama.cpp): divide positive logits, multiply negative.
@@ -61,13 +57,41 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
       l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
     }
   }
+}
+
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history,
+                        uint64_t position) {
+  if (params_.temperature <= 0.0f && (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0)) {
+    return Argmax(logits);  // plain greedy: no copy of the vocabulary
+  }
   if (params_.temperature <= 0.0f) {
+    Penalize(logits, history);
     int32_t best = 0;
     for (size_t i = 1; i < candidates_.size(); ++i) {
       if (candidates_[i].logit > candidates_[best].logit) best = static_cast<int32_t>(i);
     }
     return best;
   }
+  std::vector<Weighted> dist;
+  const double total = Distribution(logits, history, dist);
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  std::mt19937_64 rng(DrawSeed(params_.seed, position));
+  double u = uniform(rng);
+  for (const Weighted& c : dist) {
+    u -= c.weight;
+    if (u < 0) return c.id;
+  }
+  return dist.back().id;
+}
+
+double Sampler::Uniform(uint64_t seed, uint64_t position, uint64_t stream) {
+  std::mt19937_64 rng(DrawSeed(seed ^ (0xd1b54a32d192ed03ull * (stream + 1)), position));
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+double Sampler::Distribution(std::span<const float> logits, std::span<const int32_t> history,
+                             std::vector<Weighted>& out) {
+  Penalize(logits, history);
   // Highest logits first; ties by id for determinism.
   const auto order = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
@@ -103,21 +127,14 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
     while (cut < keep && p[cut] >= params_.min_p * p[0]) ++cut;
     keep = cut;
   }
-  // Temperature, then draw.
-  std::vector<double> weights(keep);
+  // Temperature.
+  out.resize(keep);
   double total = 0;
   for (size_t i = 0; i < keep; ++i) {
-    total += weights[i] =
-        std::exp(static_cast<double>(candidates_[i].logit - max) / params_.temperature);
+    out[i] = {candidates_[i].id, std::exp(static_cast<double>(candidates_[i].logit - max) / params_.temperature)};
+    total += out[i].weight;
   }
-  std::uniform_real_distribution<double> uniform(0.0, total);
-  std::mt19937_64 rng(DrawSeed(params_.seed, position));
-  double u = uniform(rng);
-  for (size_t i = 0; i < keep; ++i) {
-    u -= weights[i];
-    if (u < 0) return candidates_[i].id;
-  }
-  return candidates_[keep - 1].id;
+  return total;
 }
 
 }  // namespace daisy::runtime

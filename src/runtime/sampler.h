@@ -40,6 +40,18 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
   static uint64_t DrawSeed(uint64_t seed, uint64_t position);
 
+  // The distribution Sample draws from when temperature > 0 (penalty, top-k, top-p, min-p,
+  // temperature applied), as candidates with unnormalised weights, best first; returns the
+  // weights' sum. Speculative verification compares it with the draft's.
+  struct Weighted {
+    int32_t id;
+    double weight;
+  };
+  double Distribution(std::span<const float> logits, std::span<const int32_t> history,
+                      std::vector<Weighted>& out);
+  // A uniform draw in [0, 1) for (seed, position, stream): independent of Sample's draw.
+  static double Uniform(uint64_t seed, uint64_t position, uint64_t stream);
+
   static int32_t Argmax(std::span<const float> logits);
 
  private:
@@ -47,6 +59,8 @@ class Sampler {
     int32_t id;
     float logit;
   };
+  // candidates_ = the logits with the repetition penalty applied.
+  void Penalize(std::span<const float> logits, std::span<const int32_t> history);
   SamplingParams params_;
   std::vector<Candidate> candidates_;
 };

@@ -1,0 +1,159 @@
+#include "pipeline/speculative.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace daisy::pipeline {
+
+Status LookupDrafter::Propose(int32_t, std::span<const int32_t> history, int k, const runtime::SamplingParams&,
+                              std::vector<int32_t>& draft, std::vector<DraftDistribution>& q) {
+  draft.clear();
+  q.clear();
+  const int n = static_cast<int>(history.size());
+  for (int g = std::min(max_ngram_, n - 1); g >= min_ngram_; --g) {
+    const auto suffix = history.subspan(n - g);
+    // The most recent earlier occurrence: its continuation is the likeliest to repeat.
+    for (int at = n - g - 1; at >= 0; --at) {
+      if (!std::equal(suffix.begin(), suffix.end(), history.begin() + at)) continue;
+      for (int i = at + g; i < n && static_cast<int>(draft.size()) < k; ++i) draft.push_back(history[i]);
+      q.resize(draft.size());  // point masses
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The draft's distribution from its top tokens' log-probabilities: the sampling filters and the
+// temperature applied over those candidates only, normalised.
+DraftDistribution DraftQ(const std::vector<std::pair<int32_t, float>>& top, const runtime::SamplingParams& sp) {
+  std::vector<float> logits(top.size());
+  for (size_t i = 0; i < top.size(); ++i) logits[i] = top[i].second;
+  runtime::SamplingParams local = sp;
+  local.repeat_penalty = 1.0f;  // any q is exact; the penalty stays the target's business
+  runtime::Sampler sampler(local);
+  std::vector<runtime::Sampler::Weighted> w;
+  const double total = sampler.Distribution(logits, {}, w);
+  DraftDistribution q;
+  for (const auto& c : w) q.push_back({top[c.id].first, static_cast<float>(c.weight / total)});
+  // Rounded to float, the mass may miss 1 by an ulp or so: the draw below uses exactly these.
+  return q;
+}
+
+int32_t DrawFrom(const DraftDistribution& q, double u) {
+  double total = 0;
+  for (auto [id, prob] : q) total += prob;
+  u *= total;
+  for (auto [id, prob] : q) {
+    u -= prob;
+    if (u < 0) return id;
+  }
+  return q.back().first;
+}
+
+}  // namespace
+
+Status ModelDrafter::Step(int32_t seq, std::span<const int32_t> tokens, int32_t start, uint64_t position,
+                          const runtime::SamplingParams& sampling, int32_t& token, DraftDistribution& q) {
+  OutputSpec out;
+  const bool greedy = sampling.temperature <= 0;
+  if (!greedy) {
+    out.kind = OutputKind::kTopK;
+    out.top_k = static_cast<uint16_t>(std::min(kMaxDraftSupport, draft_.config().n_vocab));
+  }
+  auto r = Prefill(draft_, seq, tokens, start, 256, out);
+  if (!r.ok()) return r.status();
+  if (r->seqs.size() != 1 || r->seqs[0].rows.size() != 1) return Internal("the draft model returned no token");
+  const RowOutput& row = r->seqs[0].rows[0];
+  q.clear();
+  if (greedy) {
+    token = row.token;
+    return Status::Ok();
+  }
+  q = DraftQ(row.top, sampling);
+  token = DrawFrom(q, runtime::Sampler::Uniform(sampling.seed, position, 3));
+  return Status::Ok();
+}
+
+Status ModelDrafter::Propose(int32_t seq, std::span<const int32_t> history, int k,
+                             const runtime::SamplingParams& sampling, std::vector<int32_t>& draft,
+                             std::vector<DraftDistribution>& q) {
+  draft.clear();
+  q.clear();
+  size_t& cached = cached_[seq];
+  cached = std::min(cached, history.size() - 1);
+  // Catch the draft's cache up with the history (rows from `cached` on: start_pos rolls back
+  // whatever it held past that), then draft one token per forward.
+  std::vector<int32_t> feed(history.begin() + static_cast<std::ptrdiff_t>(cached), history.end());
+  int32_t start = static_cast<int32_t>(cached);
+  for (int i = 0; i < k; ++i) {
+    int32_t token = 0;
+    DraftDistribution qi;
+    Status s = Step(seq, feed, start, history.size() + i, sampling, token, qi);
+    if (!s.ok()) return s;
+    start += static_cast<int32_t>(feed.size());
+    cached = start;
+    draft.push_back(token);
+    q.push_back(std::move(qi));
+    feed.assign(1, token);
+  }
+  return Status::Ok();
+}
+
+void ModelDrafter::Settled(int32_t seq, size_t n) {
+  auto it = cached_.find(seq);
+  if (it != cached_.end()) it->second = std::min(it->second, n);
+}
+
+void ModelDrafter::Release(int32_t seq) {
+  cached_.erase(seq);
+  const int32_t s[1] = {seq};
+  (void)draft_.Release(s);
+}
+
+int KController::Choose() {
+  ++steps_;
+  if (fixed_ > 0) return fixed_;
+  // The fitted cost line (prior before there is data to fit: a row costs 1/20 of a forward).
+  const double mean_k = sw_ > 0 ? sk_ / sw_ : 0, mean_t = sw_ > 0 ? st_ / sw_ : 0;
+  const double var = sw_ > 0 ? skk_ / sw_ - mean_k * mean_k : 0;
+  double t_row = var > 0.25 ? (skt_ / sw_ - mean_k * mean_t) / var : mean_t / 20;
+  t_row = std::max(t_row, 0.0);
+  const double t0 = std::max(mean_t - t_row * mean_k, 1e-6);
+  const double a = std::clamp(alpha_, 0.0, 0.999);
+  int best = 0;
+  double best_rate = 1.0 / t0;
+  double power = a;  // a^(K+1) below
+  for (int kk = 1; kk <= k_max_; ++kk) {
+    power *= a;
+    const double rate = (1 - power) / (1 - a) / (t0 + kk * (t_row + t_draft_));
+    if (rate > best_rate) best_rate = rate, best = kk;
+  }
+  if (best == 0 && steps_ % 8 == 0) return 1;  // probe, so the acceptance estimate can recover
+  return best;
+}
+
+void KController::Verified(int k, int accepted, double seconds) {
+  constexpr double kDecay = 0.95;  // about the last 20 forwards
+  sw_ = sw_ * kDecay + 1;
+  sk_ = sk_ * kDecay + k;
+  st_ = st_ * kDecay + seconds;
+  skk_ = skk_ * kDecay + static_cast<double>(k) * k;
+  skt_ = skt_ * kDecay + k * seconds;
+  if (k > 0) {
+    // Drafts are tried in order until the first rejection: `accepted` successes in
+    // accepted + (a rejection ? 1 : 0) trials (the geometric estimate, decayed).
+    successes_ = successes_ * 0.9 + accepted;
+    trials_ = trials_ * 0.9 + accepted + (accepted < k ? 1 : 0);
+    alpha_ = successes_ / trials_;
+  }
+}
+
+void KController::Drafted(int k, double seconds) {
+  if (k <= 0) return;
+  const double per = seconds / k;
+  t_draft_ = t_draft_ == 0 ? per : 0.8 * t_draft_ + 0.2 * per;
+}
+
+}  // namespace daisy::pipeline

@@ -1,0 +1,91 @@
+// Speculative decoding on the coordinator: a Drafter proposes tokens, the pipeline verifies the
+// last accepted token plus K drafts as K+1 rows of one forward, and the last stage decides
+// acceptance itself (OutputKind::kVerify), answering with the accepted drafts plus one token.
+// Rejected positions need no message: the next forward's start_pos rolls every stage back, and
+// the draft model's cache rolls back the same way. docs/speculative.md states the rules.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "pipeline/pipeline.h"
+
+namespace daisy::pipeline {
+
+using DraftDistribution = std::vector<std::pair<int32_t, float>>;
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to `k` tokens to follow `history` (all of sequence `seq`'s tokens so far). With
+  // sampling (temperature > 0), each drafted token is drawn from the distribution put in `q`
+  // (empty: all mass on the token). May propose fewer, or none.
+  virtual Status Propose(int32_t seq, std::span<const int32_t> history, int k,
+                         const runtime::SamplingParams& sampling, std::vector<int32_t>& draft,
+                         std::vector<DraftDistribution>& q) = 0;
+  // The first `n` tokens of the last history given to Propose, then the accepted drafts, are
+  // now the sequence's settled tokens (the rest of what was proposed was rejected).
+  virtual void Settled(int32_t /*seq*/, size_t /*n*/) {}
+  virtual void Release(int32_t /*seq*/) {}
+};
+
+// Prompt lookup: the continuation of the most recent earlier occurrence of the longest suffix
+// (max_ngram down to min_ngram tokens) of the history. Needs no model; drafts are certain
+// (point masses).
+class LookupDrafter : public Drafter {
+ public:
+  explicit LookupDrafter(int max_ngram = 3, int min_ngram = 1) : max_ngram_(max_ngram), min_ngram_(min_ngram) {}
+  Status Propose(int32_t seq, std::span<const int32_t> history, int k, const runtime::SamplingParams& sampling,
+                 std::vector<int32_t>& draft, std::vector<DraftDistribution>& q) override;
+
+ private:
+  int max_ngram_, min_ngram_;
+};
+
+// A small draft model (same vocabulary) run whole on the coordinator, with its own KV cache per
+// sequence. Greedy drafts are its argmax; sampled drafts are drawn from its distribution over
+// its top kMaxDraftSupport tokens (the sampling filters and temperature applied there), which
+// is the q sent for verification.
+class ModelDrafter : public Drafter {
+ public:
+  explicit ModelDrafter(Pipeline& draft) : draft_(draft) {}
+  Status Propose(int32_t seq, std::span<const int32_t> history, int k, const runtime::SamplingParams& sampling,
+                 std::vector<int32_t>& draft, std::vector<DraftDistribution>& q) override;
+  void Settled(int32_t seq, size_t n) override;
+  void Release(int32_t seq) override;
+
+ private:
+  // Runs `tokens` from position `start`; drafts the next token (to sit at `position`).
+  Status Step(int32_t seq, std::span<const int32_t> tokens, int32_t start, uint64_t position,
+              const runtime::SamplingParams& sampling, int32_t& token, DraftDistribution& q);
+  Pipeline& draft_;
+  std::map<int32_t, size_t> cached_;  // per sequence: leading history positions in the draft's KV
+};
+
+// Chooses K per sequence (docs/speculative.md): the acceptance rate a (moving average) gives
+// the expected tokens per verify E(K) = (1 - a^(K+1)) / (1 - a); the measured times give the
+// cost T(K) = t0 + K (t_row + t_draft), with t0 and t_row fitted to the verify times seen and
+// t_draft the drafter's time per token. K maximises E(K) / T(K) in [0, k_max]; when K is 0 a
+// 1-token probe every 8 steps keeps the acceptance estimate alive. A fixed K skips all this.
+class KController {
+ public:
+  KController(int fixed_k, int k_max) : fixed_(fixed_k), k_max_(std::max(1, k_max)) {}
+  int Choose();
+  // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.
+  void Verified(int k, int accepted, double seconds);
+  void Drafted(int k, double seconds);
+  double acceptance() const { return alpha_; }
+
+ private:
+  int fixed_, k_max_;
+  double alpha_ = 0.7;
+  double successes_ = 1.4, trials_ = 2;  // the prior: 70% over two drafts
+  // Exponentially weighted least squares of forward time against K.
+  double sw_ = 0, sk_ = 0, st_ = 0, skk_ = 0, skt_ = 0;
+  double t_draft_ = 0;
+  int steps_ = 0;
+};
+
+}  // namespace daisy::pipeline
