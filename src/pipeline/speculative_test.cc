@@ -1,0 +1,341 @@
+// Speculative decoding: greedy output token for token identical to plain decoding (draft model
+// and prompt lookup, fixed and adaptive K, whole model, in-process split and a worker over
+// loopback); the accept/reject rule's output distribution equals the target's (a chi-square
+// test on known distributions); malformed verify requests are refused.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "model/generator.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/speculative.h"
+#include "pipeline/worker.h"
+#include "shard/compile.h"
+#include "shard/load.h"
+#include "tokenizer/hf_import.h"
+
+namespace daisy::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int kCapacity = 256;
+
+struct Env {
+  fs::path dir;
+  Env() {
+    dir = fs::temp_directory_path() / ("speculative-test-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    // A 6-layer target whose first 2 layers, embeddings and head are the draft's.
+    model::GenerateOptions o;
+    o.config = model::FindShape("tiny").value().config;
+    o.config.n_layers = 6;
+    o.type = gguf::TensorType::kQ8_0;
+    o.seed = 11;
+    o.branch_layers = o.scaled_from = 2;
+    o.scaled_by = 0.15f;
+    EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), dir / "target.gguf").ok());
+    model::GenerateOptions d = o;
+    d.config.n_layers = 2;
+    d.scaled_from = -1;
+    EXPECT_TRUE(model::GenerateModel(d, tokenizer::BuiltinByteVocab(), dir / "draft.gguf").ok());
+    shard::CompileOptions c;
+    c.model = dir / "target.gguf";
+    c.out_dir = dir / "2";
+    c.stages = 2;
+    c.progress = false;
+    EXPECT_TRUE(shard::Compile(c).ok());
+  }
+  ~Env() { fs::remove_all(dir); }
+};
+
+Env& TheEnv() {
+  static Env* env = new Env();
+  return *env;
+}
+
+struct Topology {
+  runtime::ThreadPool pool{1};
+  std::unique_ptr<model::LlamaModel> whole;
+  std::vector<shard::Shard> shards;
+  std::unique_ptr<Worker> worker;
+  std::unique_ptr<Pipeline> p;
+
+  explicit Topology(const std::string& kind, const fs::path& model = TheEnv().dir / "target.gguf") {
+    runtime::StageOptions base{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 4};
+    std::vector<const model::LlamaModel*> models;
+    std::vector<runtime::StageOptions> opts;
+    std::unique_ptr<RemoteChain> remote;
+    if (kind == "whole") {
+      whole = std::move(model::LlamaModel::Load(model).value());
+      models.push_back(whole.get());
+      opts.push_back(base);
+    } else {
+      const int local = kind == "split" ? 2 : 1;
+      for (int i = 0; i < local; ++i) {
+        shards.push_back(shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", i)).value());
+        models.push_back(shards.back().model.get());
+        opts.push_back(StageOptionsFor(shards.back().info, base));
+      }
+      if (kind == "remote") {
+        WorkerOptions wo;
+        wo.listen = {"127.0.0.1", 0};
+        wo.threads = 1;
+        worker = Worker::Start(shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", 1)).value(),
+                               std::move(wo)).value();
+        RemoteOptions ro;
+        ro.workers.push_back({"127.0.0.1", worker->port()});
+        ro.max_rows = 64;
+        ro.max_seqs = 4;
+        ro.seq_capacity = kCapacity;
+        ro.connect_deadline = transport::Millis(1000);
+        remote = std::move(RemoteChain::Connect(ro, {shards[0].info}).value());
+      }
+    }
+    p = std::make_unique<Pipeline>(models, opts, kernels::BestKernels(), pool, std::move(remote));
+  }
+};
+
+std::vector<int32_t> Prompt(int n, int salt) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * 37 + salt * 13) % 250 + 1);
+  return t;
+}
+
+// A prompt that repeats a short pattern, so prompt lookup has something to find.
+std::vector<int32_t> Repetitive(int salt) {
+  std::vector<int32_t> t;
+  for (int r = 0; r < 4; ++r) {
+    for (int i = 0; i < 5; ++i) t.push_back((i * 29 + salt * 7) % 250 + 1);
+  }
+  return t;
+}
+
+std::vector<int32_t> Plain(Pipeline& p, const std::vector<int32_t>& prompt, int n,
+                           runtime::SamplingParams sp = {}) {
+  GenerateOptions g;
+  g.max_tokens = n;
+  g.sampling = sp;
+  auto ids = Generate(p, 0, prompt, g, nullptr, nullptr);
+  EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+std::vector<int32_t> Speculative(Pipeline& p, Drafter& d, const std::vector<int32_t>& prompt, int n, int k,
+                                 GenerateStats& st, runtime::SamplingParams sp = {}) {
+  GenerateOptions g;
+  g.max_tokens = n;
+  g.sampling = sp;
+  g.drafter = &d;
+  g.spec_k = k;
+  g.spec_k_max = 8;
+  auto ids = Generate(p, 1, prompt, g, nullptr, &st);
+  EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+void ExpectGreedyIdentical(const std::string& kind, bool lookup) {
+  Topology target(kind);
+  Topology draft_model("whole", TheEnv().dir / "draft.gguf");
+  ModelDrafter model_drafter(*draft_model.p);
+  LookupDrafter lookup_drafter;
+  Drafter& drafter = lookup ? static_cast<Drafter&>(lookup_drafter) : model_drafter;
+  int verifies = 0, drafted = 0, accepted = 0;
+  for (int salt = 0; salt < 4; ++salt) {
+    const auto prompt = lookup ? Repetitive(salt) : Prompt(3 + salt * 9, salt);
+    const int n = 30 + salt * 17;
+    const auto want = Plain(*target.p, prompt, n);
+    for (int k : {0, 1, 3, 7}) {
+      GenerateStats st;
+      EXPECT_EQ(Speculative(*target.p, drafter, prompt, n, k, st), want)
+          << kind << (lookup ? " lookup" : " draft") << " prompt " << salt << " k " << k;
+      EXPECT_EQ(st.generated, n);
+      verifies += st.verifies;
+      drafted += st.drafted;
+      accepted += st.accepted;
+    }
+  }
+  // Both outcomes happened: drafts accepted and drafts rejected.
+  EXPECT_GT(verifies, 0);
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted);
+}
+
+TEST(Speculative, GreedyWithADraftModelIsIdenticalOnTheWholeModel) { ExpectGreedyIdentical("whole", false); }
+TEST(Speculative, GreedyWithADraftModelIsIdenticalOnAnInProcessSplit) { ExpectGreedyIdentical("split", false); }
+TEST(Speculative, GreedyWithADraftModelIsIdenticalOverLoopback) { ExpectGreedyIdentical("remote", false); }
+TEST(Speculative, GreedyWithPromptLookupIsIdenticalOnTheWholeModel) { ExpectGreedyIdentical("whole", true); }
+TEST(Speculative, GreedyWithPromptLookupIsIdenticalOverLoopback) { ExpectGreedyIdentical("remote", true); }
+
+TEST(Speculative, GreedyWithARepetitionPenaltyIsIdentical) {
+  Topology target("whole");
+  Topology draft_model("whole", TheEnv().dir / "draft.gguf");
+  ModelDrafter drafter(*draft_model.p);
+  runtime::SamplingParams sp;
+  sp.repeat_penalty = 1.3f;
+  sp.repeat_last_n = 16;
+  const auto prompt = Prompt(9, 3);
+  GenerateStats st;
+  EXPECT_EQ(Speculative(*target.p, drafter, prompt, 60, 4, st, sp), Plain(*target.p, prompt, 60, sp));
+  EXPECT_GT(st.accepted, 0);
+}
+
+TEST(Speculative, SamplingIsReproducibleForASeed) {
+  Topology target("remote");
+  Topology draft_model("whole", TheEnv().dir / "draft.gguf");
+  ModelDrafter drafter(*draft_model.p);
+  runtime::SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.seed = 77;
+  const auto prompt = Prompt(7, 1);
+  GenerateStats a, b;
+  // A fixed K: with adaptive K the drafts, and so the draws, depend on measured times.
+  const auto first = Speculative(*target.p, drafter, prompt, 50, 4, a, sp);
+  EXPECT_EQ(Speculative(*target.p, drafter, prompt, 50, 4, b, sp), first);
+  EXPECT_EQ(first.size(), 50u);
+  EXPECT_GT(a.accepted, 0);
+}
+
+// ---- the accept/reject rule on known distributions ----------------------------------------
+
+constexpr int kVocab = 6;
+
+// Chi-square statistic of `counts` against probabilities `p` (n draws).
+double ChiSquare(const std::vector<int>& counts, const std::vector<double>& p, int n) {
+  double chi = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double e = p[i] * n;
+    if (e > 0) chi += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  return chi;
+}
+
+std::vector<double> Softmax(const std::vector<float>& l, float temperature) {
+  std::vector<double> p(l.size());
+  double z = 0;
+  for (size_t i = 0; i < l.size(); ++i) z += p[i] = std::exp(l[i] / temperature);
+  for (double& v : p) v /= z;
+  return p;
+}
+
+int32_t Draw(const DraftDistribution& q, std::mt19937_64& rng) {
+  double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  for (auto [id, prob] : q) {
+    u -= prob;
+    if (u < 0) return id;
+  }
+  return q.back().first;
+}
+
+// Draws `n` verifications of two drafts [d0, d1], each drawn from its distribution q0, q1
+// (empty: always the given token), over fixed row logits; checks that the first output is
+// distributed as p0 and, where d0 was accepted, the second as p1 (chi-square, 5 degrees of
+// freedom; 25 is beyond the 99.99th percentile).
+void ExpectTargetDistribution(const DraftDistribution& q0, const DraftDistribution& q1, int32_t d0, int32_t d1) {
+  const std::vector<float> l0 = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f, -1.0f};
+  const std::vector<float> l1 = {0.3f, 1.5f, 0.1f, -0.2f, 0.9f, 0.4f};
+  std::vector<float> logits(l0);
+  logits.insert(logits.end(), l1.begin(), l1.end());
+  logits.insert(logits.end(), l0.begin(), l0.end());  // row 2 (the bonus): any logits
+  OutputSpec out;
+  out.kind = OutputKind::kVerify;
+  out.sampling.temperature = 0.7f;
+  out.sampling.top_k = 0;
+  out.sampling.top_p = 1.0f;
+  out.sampling.min_p = 0.0f;
+  out.draft = {d0, d1};
+  out.draft_q = {q0, q1};
+  out.position = 10;
+  const int n = 40000;
+  std::vector<int> first(kVocab), second(kVocab);
+  int second_n = 0;
+  std::mt19937_64 rng(42);
+  for (int t = 0; t < n; ++t) {
+    out.sampling.seed = 1000 + t;
+    if (!q0.empty()) out.draft[0] = d0 = Draw(q0, rng);
+    if (!q1.empty()) out.draft[1] = d1 = Draw(q1, rng);
+    std::vector<RowOutput> rows;
+    Verify(out, logits, kVocab, rows);
+    ASSERT_GE(rows.size(), 1u);
+    ASSERT_LE(rows.size(), 3u);
+    ++first[rows[0].token];
+    if (rows[0].token == d0) {
+      ASSERT_GE(rows.size(), 2u);  // an accepted draft is followed by at least one more token
+      ++second[rows[1].token];
+      ++second_n;
+    } else {
+      EXPECT_EQ(rows.size(), 1u);  // a rejection ends the verify
+    }
+  }
+  EXPECT_LT(ChiSquare(first, Softmax(l0, 0.7f), n), 25.0) << "first token";
+  EXPECT_LT(ChiSquare(second, Softmax(l1, 0.7f), second_n), 25.0) << "second token";
+}
+
+TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWithADraftDistribution) {
+  // A draft that is wrong about the ranking, with support missing some of the target's tokens.
+  ExpectTargetDistribution({{0, 0.5f}, {1, 0.3f}, {2, 0.2f}}, {{4, 0.6f}, {5, 0.4f}}, 0, 0);
+}
+
+TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWithCertainDrafts) {
+  ExpectTargetDistribution({}, {}, 3, 1);  // prompt lookup: point masses
+}
+
+TEST(Speculative, GreedyVerifyReturnsTheAcceptedDraftsAndTheCorrection) {
+  // Argmaxes per row: 3, 1, 0.
+  std::vector<float> logits = {1, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0};
+  OutputSpec out;
+  out.kind = OutputKind::kVerify;
+  out.draft = {3, 2};
+  std::vector<RowOutput> rows;
+  Verify(out, logits, kVocab, rows);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].token, 3);
+  EXPECT_EQ(rows[1].token, 1);  // the correction for the rejected 2
+  out.draft = {3, 1};
+  rows.clear();
+  Verify(out, logits, kVocab, rows);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2].token, 0);  // every draft accepted: the bonus token
+}
+
+TEST(Speculative, MalformedVerifyRequestsAreRefused) {
+  Limits limits;
+  limits.d_model = 4;
+  limits.n_vocab = 100;
+  ForwardHeader h;
+  h.id = 1;
+  h.dim = 4;
+  SeqRows s{0, 0, 3, {}};
+  s.out.kind = OutputKind::kVerify;
+  s.out.draft = {5, 6};
+  s.out.draft_q = {{{5, 0.5f}, {7, 0.5f}}, {}};
+  h.seqs.push_back(s);
+  const std::vector<float> act(12, 0.0f);
+  auto decode = [&](const ForwardHeader& fh) {
+    std::vector<uint8_t> bytes = EncodeForwardHeader(fh);
+    std::vector<uint8_t> rows(12 * 4);
+    EncodeRows(WireType::kF32, act.data(), 3, 4, rows.data());
+    bytes.insert(bytes.end(), rows.begin(), rows.end());
+    ForwardHeader out;
+    std::span<const uint8_t> a;
+    return DecodeForward(bytes, limits, out, a);
+  };
+  EXPECT_TRUE(decode(h).ok());
+  ForwardHeader bad = h;
+  bad.seqs[0].out.draft = {5};  // 3 rows need 2 drafts
+  bad.seqs[0].out.draft_q = {{}};
+  EXPECT_NE(decode(bad).message().find("1 drafted tokens for 3 rows"), std::string::npos);
+  bad = h;
+  bad.seqs[0].out.draft[1] = 100;  // outside the vocabulary
+  EXPECT_NE(decode(bad).message().find("drafted token 100"), std::string::npos);
+  bad = h;
+  bad.seqs[0].out.draft_q[0][1].second = 1.5f;
+  EXPECT_NE(decode(bad).message().find("draft probability 1.5"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace daisy::pipeline
