@@ -1,0 +1,147 @@
+// Speculative decoding speed, side by side in one run (bench/README: alternate, repeat,
+// min/median/max). For generated target/draft pairs at several agreement levels (gen-model
+// --draft-output --extra-scale S), one user, greedy: decode tokens/s without speculation,
+// with adaptive K, and with fixed K in --ks, on one node (target and draft on core 0) and on 2
+// stages (coordinator + draft on core 0, worker on core 1) at each --delays ms per hop through
+// `daisy proxy`; plus prompt lookup on repetitive text. Reports acceptance, tokens per verify
+// and the K chosen. Prints one JSON object (last line).
+//
+//   node bench/speculative.mjs [--shape 1b] [--scales 0.05,0.1,0.2] [--draft-layers 1]
+//                              [--delays 0,50] [--ks 2,4,8] [--rounds 2] [--gen 64]
+//                              [--dir /tmp/daisy-bench]
+import fs from "node:fs";
+import path from "node:path";
+import {spawn, spawnSync} from "node:child_process";
+import {daisyBinary, parseArgs, lastJsonLine} from "../tests/parity/lib.mjs";
+
+const args = parseArgs();
+const bin = daisyBinary(args);
+const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b"};
+const shape = args.shape ?? "1b";
+const scales = (args.scales ?? "0.05,0.1,0.2").split(",");
+const draftLayers = String(args["draft-layers"] ?? 1);
+const delays = (args.delays ?? "0,50").split(",").map(Number);
+const ks = (args.ks ?? "2,4,8").split(",").map(Number);
+const rounds = Number(args.rounds ?? 2);
+const genLen = Number(args.gen ?? 64);
+const dir = args.dir ?? "/tmp/daisy-bench";
+fs.mkdirSync(dir, {recursive: true});
+const log = (...a) => console.error("[bench]", ...a);
+const children = new Set();
+process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
+
+function daisy(argv, core) {
+  const cmd = core === undefined ? [bin, ...argv] : ["taskset", "-c", String(core), bin, ...argv];
+  const r = spawnSync(cmd[0], cmd.slice(1), {encoding: "utf8", maxBuffer: 1 << 28});
+  if (r.status !== 0) throw new Error(`${cmd.join(" ")}: ${r.stderr}`);
+  return lastJsonLine(r.stdout);
+}
+function background(argv, core) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn("taskset", ["-c", String(core), bin, ...argv]);
+    children.add(proc);
+    let out = "", err = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
+    });
+    proc.stderr.on("data", (d) => (err += d));
+    proc.on("exit", (code) => reject(new Error(`${argv.join(" ")} exited ${code}: ${err}`)));
+  });
+}
+function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
+}
+
+const prompt = Array.from({length: 16}, (_, i) => (i * 7919) % 120000 + 10).join(",");
+// Repetitive ids for prompt lookup: a 12-token pattern four times.
+const repetitive = Array.from({length: 48}, (_, i) => ((i % 12) * 7919) % 120000 + 10).join(",");
+
+async function benchPair(scale) {
+  const target = path.join(dir, `${shape}-spec-${scale}.gguf`), draft = path.join(dir, `${shape}-spec-draft${draftLayers}.gguf`);
+  const shards = path.join(dir, `${shape}-spec-${scale}-s2`);
+  if (!fs.existsSync(target) || !fs.existsSync(draft)) {
+    log(`generating ${target} and ${draft}`);
+    daisy(["gen-model", "--shape", SHAPES[shape], "--type", "q4_0", "--seed", "3", "-o", target, "--draft-output", draft,
+           "--draft-layers", draftLayers, "--extra-scale", scale, "--json"]);
+  }
+  if (!fs.existsSync(path.join(shards, "stage-1.daisy"))) {
+    log(`compiling ${target} into 2 stages`);
+    daisy(["compile", "-m", target, "--stages", "2", "-o", shards, "--json"]);
+  }
+  const worker = await background(["worker", "--shard", path.join(shards, "stage-1.daisy"), "--listen", "127.0.0.1:0", "-t", "1"], 1);
+  const where = {one_node: ["-m", target]};
+  const extra = [];
+  for (const d of delays) {
+    let port = worker.ready.port;
+    if (d > 0) {
+      const p = await background(["proxy", "--listen", "127.0.0.1:0", "--to", `127.0.0.1:${port}`, "--delay", String(d)], 1);
+      extra.push(p);
+      port = p.ready.port;
+    }
+    where[`two_stages_${d}ms`] = ["--shard", path.join(shards, "stage-0.daisy"), "--workers", `127.0.0.1:${port}`];
+  }
+  const modes = {plain: [], adaptive: ["--draft", draft]};
+  for (const k of ks) modes[`k${k}`] = ["--draft", draft, "--spec-k", String(k)];
+  const runs = {};
+  const runOnce = (w, m, ids = prompt) =>
+    daisy(["run", ...where[w], ...modes[m], "--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
+  for (const w of Object.keys(where)) {
+    runs[w] = {};
+    for (const m of Object.keys(modes)) runs[w][m] = {tok_s: [], acceptance: [], tokens_per_forward: [], k_chosen: []};
+    runOnce(w, "plain");  // warm-up
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (const w of Object.keys(where)) {
+      const ms = Object.keys(modes);
+      if (r % 2 === 1) ms.reverse();
+      for (const m of ms) {
+        const j = runOnce(w, m);
+        const x = runs[w][m];
+        x.tok_s.push(j.decode_tok_s);
+        if (j.speculative) {
+          x.acceptance.push(j.speculative.acceptance);
+          x.tokens_per_forward.push(j.speculative.tokens_per_forward);
+          x.k_chosen.push(j.speculative.k_chosen);
+        }
+        log(`s=${scale} round ${r + 1} ${w} ${m}: ${j.decode_tok_s.toFixed(2)} tok/s` +
+            (j.speculative ? `, acceptance ${(100 * j.speculative.acceptance).toFixed(0)}%, ${j.speculative.tokens_per_forward.toFixed(2)} tok/forward` : ""));
+      }
+    }
+  }
+  // Prompt lookup on repetitive ids, one node and 2 stages without delay.
+  const lookup = {};
+  for (const w of ["one_node", `two_stages_${delays[0]}ms`]) {
+    const plain = [], look = [];
+    let acc = 0;
+    for (let r = 0; r < rounds; r++) {
+      plain.push(daisy(["run", ...where[w], "--ids", repetitive, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0).decode_tok_s);
+      const j = daisy(["run", ...where[w], "--lookup", "--ids", repetitive, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
+      look.push(j.decode_tok_s);
+      acc = j.speculative.acceptance;
+    }
+    lookup[w] = {plain_tok_s: stats(plain), lookup_tok_s: stats(look), acceptance: acc};
+  }
+  worker.proc.kill("SIGTERM");
+  for (const p of extra) p.proc.kill("SIGTERM");
+  const summary = {};
+  for (const [w, byMode] of Object.entries(runs)) {
+    summary[w] = {};
+    const plain = stats(byMode.plain.tok_s).median;
+    for (const [m, x] of Object.entries(byMode)) {
+      summary[w][m] = {tok_s: stats(x.tok_s), speedup_median: stats(x.tok_s).median / plain};
+      if (x.acceptance.length) {
+        summary[w][m].acceptance = stats(x.acceptance).median;
+        summary[w][m].tokens_per_forward = stats(x.tokens_per_forward).median;
+        summary[w][m].k_chosen = x.k_chosen[x.k_chosen.length - 1];
+      }
+    }
+  }
+  return {extra_scale: Number(scale), draft_layers: Number(draftLayers), results: summary, lookup};
+}
+
+const out = [];
+for (const s of scales) out.push(await benchPair(s));
+console.log(JSON.stringify({bench: "speculative", shape: SHAPES[shape], rounds, gen: genLen, delays_ms: delays, pairs: out}));
+process.exit(0);
