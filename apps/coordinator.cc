@@ -133,4 +133,49 @@ int StageCount(pipeline::Pipeline& p) {
   return p.n_local() + (p.remote() ? static_cast<int>(p.remote()->shards().size()) : 0);
 }
 
+void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s) {
+  app.add_option("--draft", s.draft, "Speculative decoding with this draft model (same vocabulary)");
+  app.add_flag("--lookup", s.lookup, "Speculative decoding by prompt lookup (no draft model)");
+  app.add_option("--spec-k", s.k, "Drafted tokens per verify (0: adaptive)")->capture_default_str();
+  app.add_option("--spec-k-max", s.k_max, "Largest adaptive K")->capture_default_str();
+}
+
+Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, const CoordinatorFlags& f,
+                                                     const Loaded& target, int ctx, int max_seqs) {
+  if (!s.draft.empty() && s.lookup) return InvalidArgument("give one of --draft and --lookup, not both");
+  if (s.k < 0 || s.k_max < 1 || s.k_max > 64) {
+    return InvalidArgument("--spec-k must be 0 (adaptive) or more, and --spec-k-max 1 to 64");
+  }
+  auto spec = std::make_unique<Speculation>();
+  if (s.lookup) spec->drafter = std::make_unique<pipeline::LookupDrafter>();
+  if (s.draft.empty()) return spec;
+  CoordinatorFlags df;
+  df.model = s.draft;
+  df.threads = f.threads;
+  df.batch = f.batch;
+  df.kernels = f.kernels;
+  df.mmap_weights = f.mmap_weights;
+  auto l = Load(df);
+  if (!l.ok()) return Status(l.status().code(), "--draft: " + l.status().message());
+  spec->draft = std::move(*l);
+  const tokenizer::Tokenizer& a = *target.tokenizer;
+  const tokenizer::Tokenizer& b = *spec->draft.tokenizer;
+  if (a.n_vocab() != b.n_vocab() || spec->draft.first().config().n_vocab != target.first().config().n_vocab) {
+    return InvalidArgument("--draft %s: its vocabulary has %d tokens, the model's %d: a draft must share "
+                           "the model's vocabulary", s.draft.c_str(), b.n_vocab(), a.n_vocab());
+  }
+  for (int32_t id = 0; id < a.n_vocab(); ++id) {
+    if (a.Piece(id) != b.Piece(id) || a.type(id) != b.type(id)) {
+      return InvalidArgument("--draft %s: token %d is '%s' there and '%s' in the model: a draft must "
+                             "share the model's vocabulary", s.draft.c_str(), id, b.Piece(id).c_str(),
+                             a.Piece(id).c_str());
+    }
+  }
+  auto pipe = MakePipeline(df, spec->draft, ctx, max_seqs);
+  if (!pipe.ok()) return Status(pipe.status().code(), "--draft: " + pipe.status().message());
+  spec->draft_pipe = std::move(*pipe);
+  spec->drafter = std::make_unique<pipeline::ModelDrafter>(*spec->draft_pipe);
+  return spec;
+}
+
 }  // namespace daisy::apps

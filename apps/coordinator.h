@@ -11,6 +11,7 @@
 #include "kernels/kernel_table.h"
 #include "model/llama_weights.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/speculative.h"
 #include "shard/load.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,5 +61,26 @@ Result<Loaded> Load(const CoordinatorFlags& f);
 Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags& f, Loaded& l,
                                                          int ctx, int max_seqs);
 int StageCount(pipeline::Pipeline& p);
+
+// Speculative decoding (docs/speculative.md), for run and serve.
+struct SpeculativeFlags {
+  std::string draft;  // a draft model
+  bool lookup = false;
+  int k = 0;          // 0: adaptive
+  int k_max = 12;
+  bool any() const { return !draft.empty() || lookup; }
+};
+// --draft, --lookup, --spec-k, --spec-k-max.
+void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s);
+
+struct Speculation {
+  Loaded draft;                                // --draft: the draft model
+  std::unique_ptr<pipeline::Pipeline> draft_pipe;
+  std::unique_ptr<pipeline::Drafter> drafter;  // null without --draft or --lookup
+};
+// Checks the flags; loads the draft (same threads, kernels and weight handling as the target)
+// and checks that it shares the target's vocabulary token for token.
+Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, const CoordinatorFlags& f,
+                                                     const Loaded& target, int ctx, int max_seqs);
 
 }  // namespace daisy::apps

@@ -110,10 +110,20 @@ int Run(const GenModelFlags& f) {
     draft_options.scaled_from = -1;
     draft_options.name = options.name + "-draft";
   }
-  Status s = model::GenerateModel(options, vocab, f.output);
+  // Each file is written under a temporary name and renamed when complete, so an interrupted
+  // run never leaves a truncated model at the name asked for.
+  auto write = [&](const model::GenerateOptions& o, const std::string& path) -> Status {
+    const std::string partial = path + ".partial";
+    DAISY_RETURN_IF_ERROR(model::GenerateModel(o, vocab, partial));
+    std::error_code ec;
+    std::filesystem::rename(partial, path, ec);
+    if (ec) return Internal("renaming %s to %s: %s", partial.c_str(), path.c_str(), ec.message().c_str());
+    return Status::Ok();
+  };
+  Status s = write(options, f.output);
   if (!s.ok()) return Fail(s.message());
   if (!f.draft_output.empty()) {
-    s = model::GenerateModel(draft_options, vocab, f.draft_output);
+    s = write(draft_options, f.draft_output);
     if (!s.ok()) return Fail(s.message());
   }
   std::error_code ec;

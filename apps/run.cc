@@ -13,7 +13,6 @@
 #include "model/llama_weights.h"
 #include "pipeline/cluster.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/speculative.h"
 #include "runtime/generate.h"
 #include "shard/load.h"
 #include "runtime/stage.h"
@@ -32,49 +31,8 @@ struct RunFlags : CoordinatorFlags {
   bool ignore_eos = false;
   bool json = false;
   int top_logprobs = 5;  // score only
-  // Speculative decoding.
-  std::string draft;
-  bool lookup = false;
-  int spec_k = 0;
-  int spec_k_max = 12;
+  SpeculativeFlags spec;
 };
-
-// The draft model for --draft: loaded whole, checked against the target's vocabulary.
-struct Draft {
-  Loaded loaded;
-  std::unique_ptr<pipeline::Pipeline> pipe;
-};
-
-Result<std::unique_ptr<Draft>> LoadDraft(const RunFlags& f, const Loaded& target, int ctx) {
-  CoordinatorFlags df;
-  df.model = f.draft;
-  df.threads = f.threads;
-  df.batch = f.batch;
-  df.kernels = f.kernels;
-  df.mmap_weights = f.mmap_weights;
-  auto d = std::make_unique<Draft>();
-  auto l = Load(df);
-  if (!l.ok()) return Status(l.status().code(), "--draft: " + l.status().message());
-  d->loaded = std::move(*l);
-  const tokenizer::Tokenizer& a = *target.tokenizer;
-  const tokenizer::Tokenizer& b = *d->loaded.tokenizer;
-  if (a.n_vocab() != b.n_vocab() || d->loaded.first().config().n_vocab != target.first().config().n_vocab) {
-    return InvalidArgument("--draft %s: its vocabulary has %d tokens, the model's %d: a draft must share "
-                           "the model's vocabulary", f.draft.c_str(), b.n_vocab(), a.n_vocab());
-  }
-  for (int32_t id = 0; id < a.n_vocab(); ++id) {
-    if (a.Piece(id) != b.Piece(id) || a.type(id) != b.type(id)) {
-      return InvalidArgument("--draft %s: token %d is '%s' there and '%s' in the model: a draft must "
-                             "share the model's vocabulary", f.draft.c_str(), id, b.Piece(id).c_str(),
-                             a.Piece(id).c_str());
-    }
-  }
-  auto pipe = MakePipeline(df, d->loaded, ctx, 1);
-  if (!pipe.ok()) return Status(pipe.status().code(), "--draft: " + pipe.status().message());
-  d->pipe = std::move(*pipe);
-  return d;
-}
-
 
 Result<std::vector<int32_t>> ParseIds(const std::string& text, int n_vocab) {
   std::vector<int32_t> ids;
@@ -107,29 +65,18 @@ int Run(const RunFlags& f) {
     DAISY_LOG_WARN("context %d is longer than the model's %d", ctx, l.first().config().context_length);
   }
   // Room for the drafted rows a verify appends past the last kept token.
-  auto pipe = MakePipeline(f, l, ctx + (f.draft.empty() && !f.lookup ? 0 : f.spec_k_max + 1), 1);
+  auto pipe = MakePipeline(f, l, ctx + (f.spec.any() ? f.spec.k_max + 1 : 0), 1);
   if (!pipe.ok()) return Fail(pipe.status().message());
   pipeline::GenerateOptions options;
   options.max_tokens = f.n_predict;
   options.prefill_chunk = f.batch;
   options.sampling = f.sampling;
-  if (!f.draft.empty() && f.lookup) return Fail("give one of --draft and --lookup, not both");
-  if (f.spec_k < 0 || f.spec_k_max < 1 || f.spec_k_max > 64) {
-    return Fail("--spec-k must be 0 (adaptive) or more, and --spec-k-max 1 to 64");
-  }
-  std::unique_ptr<Draft> draft;
-  std::unique_ptr<pipeline::Drafter> drafter;
-  if (!f.draft.empty()) {
-    auto d = LoadDraft(f, l, ctx + f.spec_k_max + 1);
-    if (!d.ok()) return Fail(d.status().message());
-    draft = std::move(*d);
-    drafter = std::make_unique<pipeline::ModelDrafter>(*draft->pipe);
-  } else if (f.lookup) {
-    drafter = std::make_unique<pipeline::LookupDrafter>();
-  }
-  options.drafter = drafter.get();
-  options.spec_k = f.spec_k;
-  options.spec_k_max = f.spec_k_max;
+  auto spec = MakeSpeculation(f.spec, f, l, ctx + f.spec.k_max + 1, 1);
+  if (!spec.ok()) return Fail(spec.status().message());
+  pipeline::Drafter* drafter = (*spec)->drafter.get();
+  options.drafter = drafter;
+  options.spec_k = f.spec.k;
+  options.spec_k_max = f.spec.k_max;
   if (!f.ignore_eos) options.is_eog = [&](int32_t t) { return l.tokenizer->is_eog(t); };
   tokenizer::StreamDecoder stream(*l.tokenizer, /*special=*/false);
   std::string text;
@@ -167,8 +114,8 @@ int Run(const RunFlags& f) {
                         {"huge_page_bytes", HugePageBytes()},
                         {"peak_rss_bytes", PeakRssBytes()}};
     if (drafter) {
-      j["speculative"] = {{"drafter", f.lookup ? "lookup" : "model"},
-                          {"k", f.spec_k == 0 ? "adaptive" : std::to_string(f.spec_k)},
+      j["speculative"] = {{"drafter", f.spec.lookup ? "lookup" : "model"},
+                          {"k", f.spec.k == 0 ? "adaptive" : std::to_string(f.spec.k)},
                           {"decode_forwards", stats.steps},
                           {"verifies", stats.verifies},
                           {"drafted", stats.drafted},
@@ -240,10 +187,7 @@ Runner AddRun(CLI::App& app) {
   app.add_option("--seed", f->sampling.seed, "Sampling seed")->capture_default_str();
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
   app.add_flag("--json", f->json, "Print one JSON object (ids, text, speeds) instead of text");
-  app.add_option("--draft", f->draft, "Speculative decoding with this draft model (same vocabulary)");
-  app.add_flag("--lookup", f->lookup, "Speculative decoding by prompt lookup (no draft model)");
-  app.add_option("--spec-k", f->spec_k, "Drafted tokens per verify (0: adaptive)")->capture_default_str();
-  app.add_option("--spec-k-max", f->spec_k_max, "Largest adaptive K")->capture_default_str();
+  AddSpeculativeFlags(app, f->spec);
   const GivenFlags given = AddPipelineFlags(app, *f);
   return [f, given] {
     const Status s = ApplyCluster(*f, given);

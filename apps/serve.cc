@@ -26,6 +26,7 @@ struct ServeFlags : CoordinatorFlags {
   int micro_batches = 0;
   int queue = 64;
   int prefill_chunk = 64;
+  SpeculativeFlags spec;
 };
 
 Result<std::string> ReadApiKey(const std::string& path) {
@@ -61,6 +62,8 @@ int Serve(const ServeFlags& f) {
   if (ctx > model_ctx) DAISY_LOG_WARN("--ctx %d is longer than the model's %d", ctx, model_ctx);
   auto pipe = MakePipeline(f, l, ctx, f.max_seqs);
   if (!pipe.ok()) return Fail(pipe.status().message());
+  auto spec = MakeSpeculation(f.spec, f, l, ctx, 2 * f.max_seqs);
+  if (!spec.ok()) return Fail(spec.status().message());
   const int stages = StageCount(**pipe);
   serve::SchedulerOptions so;
   so.micro_batches = f.micro_batches > 0 ? f.micro_batches : stages;
@@ -71,6 +74,9 @@ int Serve(const ServeFlags& f) {
   so.prefill_chunk = f.prefill_chunk;
   const tokenizer::Tokenizer& tok = *l.tokenizer;
   so.is_eog = [&tok](int32_t t) { return tok.is_eog(t); };
+  so.drafter = (*spec)->drafter.get();
+  so.spec_k = f.spec.k;
+  so.spec_k_max = f.spec.k_max;
   serve::Scheduler scheduler(**pipe, so);
   serve::HttpOptions ho;
   ho.host = http->host;
@@ -88,7 +94,8 @@ int Serve(const ServeFlags& f) {
                           {"model", ho.model_name},   {"stages", stages},
                           {"micro_batches", so.micro_batches}, {"max_seqs", so.max_seqs},
                           {"ctx", ctx},               {"kernels", l.kernels->name},
-                          {"huge_page_bytes", HugePageBytes()}};
+                          {"huge_page_bytes", HugePageBytes()},
+                          {"speculative", f.spec.lookup ? "lookup" : f.spec.draft.empty() ? "off" : "draft"}};
   std::printf("%s\n", ready.dump().c_str());
   std::fflush(stdout);
   DAISY_LOG_INFO("serve: %s on http://%s:%u (%d stages, %d micro-batches, %d sequences, context %d)",
@@ -120,6 +127,7 @@ Runner AddServe(CLI::App& app) {
   app.add_option("--micro-batches", f->micro_batches, "Micro-batches in flight (default: the stages)");
   app.add_option("--queue", f->queue, "Requests that may wait for a slot (then HTTP 429)")
       ->capture_default_str();
+  AddSpeculativeFlags(app, f->spec);
   app.add_option("--prefill-chunk", f->prefill_chunk, "Prompt rows per sequence per step")
       ->capture_default_str();
   return [f, given] {

@@ -295,6 +295,22 @@ void HttpServer::Routes() {
            sample("daisy_coordinator_compute_seconds_total", m.submit_seconds));
     metric("daisy_ring_wait_seconds_total", "counter", "Time waiting for the rest of the pipeline (later stages and hops).",
            sample("daisy_ring_wait_seconds_total", m.wait_seconds));
+    metric("daisy_speculative_verifies_total", "counter", "Decode steps that verified drafted tokens.",
+           sample("daisy_speculative_verifies_total", static_cast<double>(m.verifies)));
+    metric("daisy_speculative_drafted_tokens_total", "counter", "Tokens drafted.",
+           sample("daisy_speculative_drafted_tokens_total", static_cast<double>(m.drafted_tokens)));
+    metric("daisy_speculative_accepted_tokens_total", "counter", "Drafted tokens the last stage accepted.",
+           sample("daisy_speculative_accepted_tokens_total", static_cast<double>(m.accepted_tokens)));
+    metric("daisy_speculative_acceptance_ratio", "gauge", "Accepted over drafted tokens since start.",
+           sample("daisy_speculative_acceptance_ratio",
+                  m.drafted_tokens > 0 ? static_cast<double>(m.accepted_tokens) / m.drafted_tokens : 0.0));
+    metric("daisy_speculative_tokens_per_verify", "gauge", "Tokens each verify yielded (accepted drafts plus one), mean since start.",
+           sample("daisy_speculative_tokens_per_verify",
+                  m.verifies > 0 ? static_cast<double>(m.accepted_tokens + m.verifies) / m.verifies : 0.0));
+    metric("daisy_speculative_k_mean", "gauge", "Drafted tokens per verify (the K chosen), mean since start.",
+           sample("daisy_speculative_k_mean", m.verifies > 0 ? static_cast<double>(m.drafted_tokens) / m.verifies : 0.0));
+    metric("daisy_draft_seconds_total", "counter", "Time in the drafter (draft model or prompt lookup).",
+           sample("daisy_draft_seconds_total", m.draft_seconds));
     double ttft_sum;
     uint64_t ttft_count;
     {
@@ -454,6 +470,10 @@ void HttpServer::Routes() {
         if (!body["ignore_eos"].is_boolean()) return fail(Invalid("ignore_eos", "'ignore_eos' must be a boolean"));
         p.params.stop_at_eog = !body["ignore_eos"].get<bool>();
       }
+      if (body.contains("speculative") && !body["speculative"].is_null()) {  // daisy's extension
+        if (!body["speculative"].is_boolean()) return fail(Invalid("speculative", "'speculative' must be a boolean"));
+        p.params.speculate = body["speculative"].get<bool>();
+      }
       if (body.contains("stream") && !body["stream"].is_null()) {
         if (!body["stream"].is_boolean()) return fail(Invalid("stream", "'stream' must be a boolean"));
         p.stream = body["stream"].get<bool>();
@@ -476,8 +496,14 @@ void HttpServer::Routes() {
                                        static_cast<unsigned long long>(std::random_device{}()) << 32 | std::random_device{}());
       const long long created = static_cast<long long>(std::time(nullptr));
       auto usage = [gen, prompt_len] {
-        return json{{"prompt_tokens", prompt_len}, {"completion_tokens", gen->have},
-                    {"total_tokens", prompt_len + static_cast<int>(gen->have)}};
+        json u = {{"prompt_tokens", prompt_len}, {"completion_tokens", gen->have},
+                  {"total_tokens", prompt_len + static_cast<int>(gen->have)}};
+        if (gen->req->drafted() > 0) {
+          // Speculative decoding, in the fields OpenAI uses for predicted outputs.
+          u["completion_tokens_details"] = {{"accepted_prediction_tokens", gen->req->accepted()},
+                                            {"rejected_prediction_tokens", gen->req->drafted() - gen->req->accepted()}};
+        }
+        return u;
       };
       auto finish_reason = [gen](const Request::Update& u) -> json {
         if (gen->stopped || u.finish == Finish::kStop) return "stop";

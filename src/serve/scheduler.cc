@@ -68,10 +68,15 @@ struct Scheduler::Seq {
   int generated = 0;
   bool in_flight = false;
   bool done = false;
+  // Speculative decoding: the drafts in flight (empty: a plain step) and the K controller.
+  std::vector<int32_t> draft;
+  std::vector<pipeline::DraftDistribution> q;
+  std::unique_ptr<pipeline::KController> k;
 };
 
 struct Scheduler::Batch {
   uint64_t id = 0;
+  Clock::time_point started;
   int group = 0;
   std::vector<Seq*> seqs;
   std::vector<bool> output;  // seqs[i] asked for a token
@@ -160,12 +165,19 @@ bool Scheduler::Admit() {
     for (const auto& a : active_) ++members[a->group];
     s->group = static_cast<int>(std::min_element(members.begin(), members.end()) - members.begin());
     s->history = r->params().prompt;
+    if (o_.drafter != nullptr && r->params().speculate) {
+      s->k = std::make_unique<pipeline::KController>(o_.spec_k, o_.spec_k_max);
+    }
     s->req = std::move(r);
     active_.push_back(std::move(s));
     any = true;
   }
   Recount();
   return any;
+}
+
+void Scheduler::Forget(const Seq& s) {
+  if (o_.drafter != nullptr && s.k) o_.drafter->Release(s.id);
 }
 
 void Scheduler::End(Seq& s, Finish f, Status error) {
@@ -203,6 +215,28 @@ Result<bool> Scheduler::StartBatch(int group) {
         rows.start_pos = static_cast<int32_t>(s.history.size() - 1);
         rows.n_rows = 1;
         tokens.push_back(s.history.back());
+        s.draft.clear();
+        s.q.clear();
+        if (s.k) {
+          // At most what is still wanted past the token the verify adds itself, and the room.
+          const int want = s.req->params().max_tokens - s.generated - 1;
+          const int k = std::min({s.k->Choose(), want, room - 1});
+          if (k > 0) {
+            const auto t0 = Clock::now();
+            const Status st = o_.drafter->Propose(s.id, s.history, k, s.req->params().sampling, s.draft, s.q);
+            const double took = Since(t0);
+            s.k->Drafted(static_cast<int>(s.draft.size()), took);
+            std::lock_guard lock(mu_);
+            metrics_.draft_seconds += took;
+            if (!st.ok()) {
+              DAISY_LOG_WARN("serve: drafting for sequence %d: %s", s.id, st.message().c_str());
+              s.draft.clear();
+              s.q.clear();
+            }
+          }
+          rows.n_rows += static_cast<int32_t>(s.draft.size());
+          tokens.insert(tokens.end(), s.draft.begin(), s.draft.end());
+        }
       } else {
         const size_t n = std::min<size_t>({prompt - s.prefilled, static_cast<size_t>(o_.prefill_chunk),
                                            static_cast<size_t>(room)});
@@ -215,6 +249,12 @@ Result<bool> Scheduler::StartBatch(int group) {
       }
       if (output) {
         rows.out = pipeline::NextTokenSpec(s.req->params().sampling, s.history);
+        if (decoding && !s.draft.empty()) {
+          rows.out.kind = pipeline::OutputKind::kVerify;
+          rows.out.position = s.history.size();
+          rows.out.draft = s.draft;
+          rows.out.draft_q = s.q;
+        }
       } else {
         rows.out.kind = pipeline::OutputKind::kNone;
       }
@@ -227,6 +267,7 @@ Result<bool> Scheduler::StartBatch(int group) {
   }
   if (b->seqs.empty()) return false;
   const auto start = Clock::now();
+  b->started = start;
   const Status st = pipe_.Submit(h, tokens);
   {
     std::lock_guard lock(mu_);
@@ -258,25 +299,44 @@ Status Scheduler::FinishOldest() {
     for (const pipeline::SeqResult& x : r->seqs) {
       if (x.seq == s.id) out = &x;
     }
-    if (out == nullptr || out->rows.size() != 1) {
-      End(s, Finish::kError, Internal("the last stage returned no token for sequence %d", s.id));
-      continue;
-    }
-    const int32_t token = out->rows[0].token;
-    if (token < 0 || token >= pipe_.config().n_vocab) {
-      End(s, Finish::kError, DataLoss("the last stage returned token %d", token));
+    const size_t n_out = out != nullptr ? out->rows.size() : 0;
+    if (n_out < 1 || n_out > s.draft.size() + 1) {
+      End(s, Finish::kError, Internal("the last stage returned %zu tokens for sequence %d (%zu drafted)", n_out,
+                                      s.id, s.draft.size()));
       continue;
     }
     if (s.generated == 0) prompt += s.req->params().prompt.size();
-    ++s.generated;
-    ++generated;
-    s.history.push_back(token);
-    if (s.req->params().stop_at_eog && o_.is_eog && o_.is_eog(token)) {
-      End(s, Finish::kStop);
-      continue;
+    const size_t settled = s.history.size();
+    for (size_t j = 0; j < n_out && !s.done; ++j) {
+      const int32_t token = out->rows[j].token;
+      if (token < 0 || token >= pipe_.config().n_vocab || (j + 1 < n_out && token != s.draft[j])) {
+        End(s, Finish::kError, DataLoss("the last stage returned token %d at output %zu", token, j));
+        break;
+      }
+      ++s.generated;
+      ++generated;
+      s.history.push_back(token);
+      if (s.req->params().stop_at_eog && o_.is_eog && o_.is_eog(token)) {
+        End(s, Finish::kStop);
+        break;
+      }
+      s.req->Push(token);
+      if (s.generated >= s.req->params().max_tokens) End(s, Finish::kLength);
     }
-    s.req->Push(token);
-    if (s.generated >= s.req->params().max_tokens) End(s, Finish::kLength);
+    if (!s.draft.empty()) {
+      const int accepted = static_cast<int>(n_out) - 1;
+      s.k->Verified(static_cast<int>(s.draft.size()), accepted, Since(b.started));
+      s.req->CountDrafts(static_cast<int>(s.draft.size()), accepted);
+      o_.drafter->Settled(s.id, settled + static_cast<size_t>(accepted));
+      std::lock_guard lock(mu_);
+      ++metrics_.verifies;
+      metrics_.drafted_tokens += s.draft.size();
+      metrics_.accepted_tokens += static_cast<uint64_t>(accepted);
+    } else if (s.k) {
+      s.k->Verified(0, 0, Since(b.started));
+    }
+    s.draft.clear();
+    s.q.clear();
   }
   {
     std::lock_guard lock(mu_);
@@ -296,7 +356,10 @@ void Scheduler::Sweep() {
   for (auto& s : active_) {
     if (s->in_flight) continue;
     if (!s->done && s->req->cancelled()) End(*s, Finish::kCancelled);
-    if (s->done) release.push_back(s->id);
+    if (s->done) {
+      release.push_back(s->id);
+      Forget(*s);
+    }
   }
   if (release.empty()) return;
   const Status st = pipe_.Release(release);
@@ -324,6 +387,7 @@ void Scheduler::Fail(const Status& why) {
   for (auto& s : active_) {
     s->in_flight = false;
     if (!s->done) End(*s, Finish::kError, why);
+    Forget(*s);
   }
   in_flight_.clear();
   std::fill(group_busy_.begin(), group_busy_.end(), false);
@@ -350,6 +414,7 @@ void Scheduler::Loop() {
       } else {
         for (auto& s : active_) {
           if (!s->done) End(*s, Finish::kError, st);
+          Forget(*s);
         }
         active_.clear();
       }
@@ -398,6 +463,7 @@ void Scheduler::Loop() {
   const Status stopped = Unavailable("the server is stopping");
   for (auto& s : active_) {
     if (!s->done) End(*s, Finish::kError, stopped);
+    Forget(*s);
   }
   std::lock_guard lock(mu_);
   for (auto& r : queue_) r->End(Finish::kError, stopped);

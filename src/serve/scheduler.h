@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "pipeline/pipeline.h"
+#include "pipeline/speculative.h"
 
 namespace daisy::serve {
 
@@ -44,6 +45,7 @@ struct RequestParams {
   int max_tokens = 16;
   runtime::SamplingParams sampling;
   bool stop_at_eog = true;  // end at an end-of-generation token (not delivered)
+  bool speculate = true;    // draft and verify when the scheduler has a drafter
 };
 
 // One request, shared by the scheduler (which appends tokens) and its client (which reads them).
@@ -65,6 +67,13 @@ class Request {
   bool cancelled() const { return cancelled_; }
   // Seconds from Submit to the first token (0 before it).
   double time_to_first_token() const;
+  // Speculative decoding: tokens drafted for this request, and how many were accepted.
+  int drafted() const { return drafted_; }
+  int accepted() const { return accepted_; }
+  void CountDrafts(int drafted, int accepted) {
+    drafted_ += drafted;
+    accepted_ += accepted;
+  }
 
   // Scheduler side.
   void Push(int32_t token);
@@ -73,6 +82,7 @@ class Request {
  private:
   RequestParams params_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<int> drafted_{0}, accepted_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int32_t> tokens_;
@@ -91,6 +101,11 @@ struct SchedulerOptions {
   int max_batch_rows = 256;  // rows per micro-batch forward
   int prefill_chunk = 64;    // prompt rows per sequence per step
   std::function<bool(int32_t)> is_eog;
+  // Speculative decoding (docs/speculative.md): sequences draft with `drafter` (null: none)
+  // and verify K+1 rows in their micro-batch; K per sequence, adaptive unless spec_k > 0.
+  pipeline::Drafter* drafter = nullptr;
+  int spec_k = 0;
+  int spec_k_max = 8;
 };
 
 struct SchedulerMetrics {
@@ -104,6 +119,8 @@ struct SchedulerMetrics {
   uint64_t kv_positions = 0;      // KV positions the active sequences fill
   double tokens_per_second = 0;   // generated, over the last 10 s
   int max_seqs = 0, seq_capacity = 0, micro_batches = 0;
+  uint64_t verifies = 0, drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
+  double draft_seconds = 0;  // in the drafter
 };
 
 class Scheduler {
@@ -128,6 +145,7 @@ class Scheduler {
   void Sweep();                        // ends cancelled sequences, releases finished ones
   void Fail(const Status& why);        // the oldest micro-batch (or the whole ring) failed
   void End(Seq& s, Finish f, Status error = Status::Ok());
+  void Forget(const Seq& s);           // frees the drafter's state for s
   void Recount();
 
   pipeline::Pipeline& pipe_;

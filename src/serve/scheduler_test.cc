@@ -34,6 +34,11 @@ struct Env {
     o.type = gguf::TensorType::kQ8_0;
     o.seed = 11;
     EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), model).ok());
+    // A draft: the model's first two layers, embeddings and head.
+    model::GenerateOptions d = o;
+    d.config.n_layers = 2;
+    d.branch_layers = 4;
+    EXPECT_TRUE(model::GenerateModel(d, tokenizer::BuiltinByteVocab(), dir / "draft.gguf").ok());
     shard::CompileOptions c;
     c.model = model;
     c.out_dir = dir / "2";
@@ -181,6 +186,59 @@ void ExpectSameAsAlone(const std::string& kind, int micro_batches) {
 TEST(Scheduler, ConcurrentRequestsMatchAloneOnTheWholeModel) { ExpectSameAsAlone("whole", 1); }
 TEST(Scheduler, ConcurrentRequestsMatchAloneOnAnInProcessSplit) { ExpectSameAsAlone("split", 2); }
 TEST(Scheduler, ConcurrentRequestsMatchAloneOverLoopback) { ExpectSameAsAlone("remote", 2); }
+
+// Speculative and plain sequences share micro-batches; greedy speculative requests get
+// exactly their tokens alone (sampled ones run plainly here, so they can be compared too).
+void ExpectSpeculativeSameAsAlone(const std::string& kind, int micro_batches, bool lookup) {
+  auto requests = Mixed(8);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].max_tokens += 20;
+    requests[i].speculate = requests[i].sampling.temperature == 0 && i != 4;
+    if (lookup) {  // repetitive prompts give prompt lookup something to find
+      requests[i].prompt.clear();
+      for (int r = 0; r < 3; ++r) {
+        for (int j = 0; j < 4 + static_cast<int>(i); ++j) requests[i].prompt.push_back((j * 13 + static_cast<int>(i)) % 250 + 1);
+      }
+    }
+  }
+  std::vector<std::vector<int32_t>> want;
+  for (const auto& r : requests) want.push_back(Alone(r));
+  Topology s(kind);
+  runtime::ThreadPool draft_pool(1);
+  auto draft_model = model::LlamaModel::Load(TheEnv().dir / "draft.gguf").value();
+  Pipeline draft({draft_model.get()}, {{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16}},
+                 kernels::BestKernels(), draft_pool, nullptr);
+  pipeline::ModelDrafter model_drafter(draft);
+  pipeline::LookupDrafter lookup_drafter;
+  SchedulerOptions o;
+  o.micro_batches = micro_batches;
+  o.max_seqs = 4;
+  o.seq_capacity = kCapacity;
+  o.prefill_chunk = 8;
+  o.drafter = lookup ? static_cast<pipeline::Drafter*>(&lookup_drafter) : &model_drafter;
+  o.spec_k_max = 6;
+  Scheduler sched(*s.p, o);
+  std::vector<std::shared_ptr<Request>> live;
+  for (const auto& r : requests) live.push_back(sched.Submit(r).value());
+  for (size_t i = 0; i < live.size(); ++i) {
+    EXPECT_EQ(Collect(*live[i]), want[i]) << kind << (lookup ? " lookup" : " draft") << " request " << i;
+    if (!requests[i].speculate) {
+      EXPECT_EQ(live[i]->drafted(), 0);
+    }
+  }
+  const SchedulerMetrics m = sched.metrics();
+  EXPECT_GT(m.verifies, 0u);
+  EXPECT_GT(m.accepted_tokens, 0u);
+  if (!lookup) {
+    EXPECT_LT(m.accepted_tokens, m.drafted_tokens);
+  }
+  // Verifies yield more than one token each: fewer decode rows than tokens would otherwise need.
+  EXPECT_EQ(m.requests_by_finish[static_cast<int>(Finish::kLength)], requests.size());
+}
+
+TEST(Scheduler, SpeculativeRequestsMatchAloneOnTheWholeModel) { ExpectSpeculativeSameAsAlone("whole", 1, false); }
+TEST(Scheduler, SpeculativeRequestsMatchAloneOverLoopback) { ExpectSpeculativeSameAsAlone("remote", 2, false); }
+TEST(Scheduler, PromptLookupRequestsMatchAloneOnAnInProcessSplit) { ExpectSpeculativeSameAsAlone("split", 2, true); }
 
 TEST(Scheduler, RefusesWhatCannotFitAndBoundsTheQueue) {
   Topology s("whole");

@@ -97,3 +97,59 @@ test("a draft with another vocabulary and bad flags are refused with the reason"
            path.join(dir, "y.gguf"), "--draft-layers", "2"]);
   assert.match(r.err, /--draft-layers 2: the draft needs fewer layers than the model's 2/);
 });
+
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(daisy, ["serve", ...args]);
+    children.add(proc);
+    let out = "", err = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
+    });
+    proc.stderr.on("data", (d) => (err += d));
+    proc.on("exit", (code) => {
+      children.delete(proc);
+      reject(new Error(`serve exited ${code}: ${err}`));
+    });
+  });
+}
+
+test("daisy serve --draft: concurrent requests get exactly their plain text; usage and metrics count drafts", async () => {
+  const worker = await startWorker(path.join(dir, "s2", "stage-1.daisy"));
+  const server = await startServer(["--shard", path.join(dir, "s2", "stage-0.daisy"), "--workers", `127.0.0.1:${worker.port}`,
+                                    "--draft", draft, "--http", "127.0.0.1:0", "-t", "1", "--ctx", "256", "--max-seqs", "4"]);
+  assert.equal(server.ready.speculative, "draft");
+  const base = `http://127.0.0.1:${server.ready.port}`;
+  const post = async (body) => {
+    const r = await fetch(`${base}/v1/completions`, {method: "POST", headers: {"Content-Type": "application/json"},
+                                                     body: JSON.stringify({model: server.ready.model, ...body})});
+    return {status: r.status, json: await r.json()};
+  };
+  const jobs = PROMPTS.map((p, i) => ({prompt: p, max_tokens: 40 + 5 * i, temperature: 0, speculative: i !== 1}));
+  const want = jobs.map((j) => must(["run", "-m", target, "-p", j.prompt, "-n", String(j.max_tokens), "-t", "1", "--json"]).text);
+  const got = await Promise.all(jobs.map((j) => post(j)));
+  let accepted = 0;
+  for (let i = 0; i < jobs.length; i++) {
+    assert.equal(got[i].status, 200);
+    assert.equal(got[i].json.choices[0].text, want[i], `request ${i}`);
+    const details = got[i].json.usage.completion_tokens_details;
+    if (jobs[i].speculative) {
+      assert.ok(details.accepted_prediction_tokens + details.rejected_prediction_tokens > 0);
+      accepted += details.accepted_prediction_tokens;
+    } else {
+      assert.equal(details, undefined, "a request with speculative: false drafts nothing");
+    }
+  }
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  const value = (name) => Number(metrics.split("\n").find((l) => l.startsWith(name + " ")).split(" ")[1]);
+  assert.equal(value("daisy_speculative_accepted_tokens_total"), accepted);
+  assert.ok(value("daisy_speculative_verifies_total") > 0);
+  assert.ok(value("daisy_speculative_tokens_per_verify") > 1);
+  assert.ok(value("daisy_speculative_k_mean") >= 1);
+  const bad = await post({prompt: "x", speculative: "yes"});
+  assert.equal(bad.status, 400);
+  assert.match(bad.json.error.message, /'speculative' must be a boolean/);
+  server.proc.kill("SIGTERM");
+  worker.proc.kill("SIGTERM");
+});
