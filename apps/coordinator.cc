@@ -174,7 +174,7 @@ Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, 
   auto pipe = MakePipeline(df, spec->draft, ctx, max_seqs);
   if (!pipe.ok()) return Status(pipe.status().code(), "--draft: " + pipe.status().message());
   spec->draft_pipe = std::move(*pipe);
-  spec->drafter = std::make_unique<pipeline::ModelDrafter>(*spec->draft_pipe);
+  spec->drafter = std::make_unique<pipeline::ModelDrafter>(*spec->draft_pipe, std::max(1, f.batch));
   return spec;
 }
 

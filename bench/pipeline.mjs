@@ -12,6 +12,7 @@
 //
 //   node bench/pipeline.mjs [--models 1b,8b] [--rounds 5] [--prompt 16] [--gen 64]
 //                           [--delays 10,50,100] [--dir /tmp/daisy-bench] [--mmap-weights]
+//                           [--skip-hop]   (the per-hop overhead on a 2-layer, 4096-wide model)
 import fs from "node:fs";
 import path from "node:path";
 import {spawn, spawnSync} from "node:child_process";
@@ -19,8 +20,8 @@ import {daisyBinary, parseArgs, lastJsonLine} from "../tests/parity/lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
-const models = (args.models ?? "1b,8b").split(",");
-const rounds = Number(args.rounds ?? 5);
+const models = (args.models ?? "1b,8b").split(",").filter((m) => m !== "none");
+const rounds = Number(args.rounds ?? 5);  // --models none: only the hop overhead
 const promptLen = Number(args.prompt ?? 16);
 const genLen = Number(args.gen ?? 64);
 const delays = (args.delays ?? "10,50,100").split(",").map(Number);
@@ -135,8 +136,36 @@ async function benchModel(name) {
   };
 }
 
+// The per-hop overhead itself, where compute does not drown it: a 2-layer model with the 8B's
+// width (4096: 16 KiB of f32 activations per hop) split in two, in-process vs over loopback,
+// 256 tokens per run, alternating. Overhead per hop = (1/loop - 1/inproc) / 2 per token.
+async function hopOverhead() {
+  const file = path.join(dir, "hop-4096.gguf");
+  if (!fs.existsSync(file)) {
+    daisy(["gen-model", "--shape", "tiny", "--layers", "2", "--d-model", "4096", "--heads", "32", "--kv-heads", "8",
+           "--d-ff", "1024", "--type", "q8_0", "-o", file, "--json"]);
+  }
+  const shards = path.join(dir, "hop-4096-s2");
+  if (!fs.existsSync(path.join(shards, "stage-1.daisy"))) daisy(["compile", "-m", file, "--stages", "2", "-o", shards, "--json"]);
+  const s0 = path.join(shards, "stage-0.daisy"), s1 = path.join(shards, "stage-1.daisy");
+  const worker = await background(["worker", "--shard", s1, "--listen", "127.0.0.1:0", "-t", "1"], 1);
+  const args = ["--ids", "1,2,3,4", "-n", "256", "--ignore-eos", "--json", "-t", "1"];
+  const inproc = [], loop = [], us = [];
+  for (let r = 0; r < Math.max(rounds, 5); r++) {
+    const a = daisy(["run", "--shard", s0, "--shard", s1, ...args], {core: 0}).decode_tok_s;
+    const b = daisy(["run", "--shard", s0, "--workers", `127.0.0.1:${worker.ready.port}`, ...args], {core: 0}).decode_tok_s;
+    inproc.push(a);
+    loop.push(b);
+    us.push(((1 / b - 1 / a) / 2) * 1e6);
+    log(`hop overhead round ${r + 1}: in-process ${a.toFixed(0)} tok/s, loopback ${b.toFixed(0)} tok/s, ${us[us.length - 1].toFixed(0)} us per hop`);
+  }
+  worker.proc.kill("SIGTERM");
+  return {d_model: 4096, layers: 2, inproc_tok_s: stats(inproc), loop_tok_s: stats(loop), per_hop_us: stats(us)};
+}
+
 const results = [];
 for (const m of models) results.push(await benchModel(m));
+const hop = args["skip-hop"] ? null : await hopOverhead();
 console.log(JSON.stringify({bench: "pipeline", rounds, prompt: promptLen, gen: genLen, delays_ms: delays,
-                            mmap_weights: copy.length > 0, results}));
+                            mmap_weights: copy.length > 0, results, hop_overhead: hop}));
 process.exit(0);

@@ -187,7 +187,7 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
     if (k > 0) {
       const auto t0 = std::chrono::steady_clock::now();
       DAISY_RETURN_IF_ERROR(drafter->Propose(seq, history, k, options.sampling, draft, q));
-      k_control.Drafted(static_cast<int>(draft.size()), Since(t0));
+      k_control.Drafted(std::max(static_cast<int>(draft.size()), drafter->last_rows()), Since(t0));
     }
     ForwardHeader h;
     h.id = p.NextId();

@@ -62,7 +62,7 @@ Status ModelDrafter::Step(int32_t seq, std::span<const int32_t> tokens, int32_t 
     out.kind = OutputKind::kTopK;
     out.top_k = static_cast<uint16_t>(std::min(kMaxDraftSupport, draft_.config().n_vocab));
   }
-  auto r = Prefill(draft_, seq, tokens, start, 256, out);
+  auto r = Prefill(draft_, seq, tokens, start, max_rows_, out);
   if (!r.ok()) return r.status();
   if (r->seqs.size() != 1 || r->seqs[0].rows.size() != 1) return Internal("the draft model returned no token");
   const RowOutput& row = r->seqs[0].rows[0];
@@ -81,6 +81,7 @@ Status ModelDrafter::Propose(int32_t seq, std::span<const int32_t> history, int 
                              std::vector<DraftDistribution>& q) {
   draft.clear();
   q.clear();
+  last_rows_ = 0;
   size_t& cached = cached_[seq];
   cached = std::min(cached, history.size() - 1);
   // Catch the draft's cache up with the history (rows from `cached` on: start_pos rolls back
@@ -93,6 +94,7 @@ Status ModelDrafter::Propose(int32_t seq, std::span<const int32_t> history, int 
     Status s = Step(seq, feed, start, history.size() + i, sampling, token, qi);
     if (!s.ok()) return s;
     start += static_cast<int32_t>(feed.size());
+    last_rows_ += static_cast<int>(feed.size());
     cached = start;
     draft.push_back(token);
     q.push_back(std::move(qi));
@@ -115,6 +117,7 @@ void ModelDrafter::Release(int32_t seq) {
 int KController::Choose() {
   ++steps_;
   if (fixed_ > 0) return fixed_;
+  if (t_draft_ == 0 && sw_ == 0) return std::min(4, k_max_);  // nothing measured yet: a middling K
   // The fitted cost line (prior before there is data to fit: a row costs 1/20 of a forward).
   const double mean_k = sw_ > 0 ? sk_ / sw_ : 0, mean_t = sw_ > 0 ? st_ / sw_ : 0;
   const double var = sw_ > 0 ? skk_ / sw_ - mean_k * mean_k : 0;
@@ -150,9 +153,9 @@ void KController::Verified(int k, int accepted, double seconds) {
   }
 }
 
-void KController::Drafted(int k, double seconds) {
-  if (k <= 0) return;
-  const double per = seconds / k;
+void KController::Drafted(int rows, double seconds) {
+  if (rows <= 0) return;
+  const double per = seconds / rows;
   t_draft_ = t_draft_ == 0 ? per : 0.8 * t_draft_ + 0.2 * per;
 }
 

@@ -5,6 +5,7 @@
 // the draft model's cache rolls back the same way. docs/speculative.md states the rules.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -29,6 +30,13 @@ class Drafter {
   // now the sequence's settled tokens (the rest of what was proposed was rejected).
   virtual void Settled(int32_t /*seq*/, size_t /*n*/) {}
   virtual void Release(int32_t /*seq*/) {}
+  // Rows the last Propose ran through a draft model: the drafts plus the tokens it caught up
+  // on (0 without a model). The K controller charges drafting time per row, so the catch-up
+  // after steps without drafts is not mistaken for a dear draft.
+  int last_rows() const { return last_rows_; }
+
+ protected:
+  int last_rows_ = 0;
 };
 
 // Prompt lookup: the continuation of the most recent earlier occurrence of the longest suffix
@@ -50,7 +58,8 @@ class LookupDrafter : public Drafter {
 // is the q sent for verification.
 class ModelDrafter : public Drafter {
  public:
-  explicit ModelDrafter(Pipeline& draft) : draft_(draft) {}
+  // `max_rows`: the most rows the draft pipeline takes in one forward (catching up is chunked).
+  explicit ModelDrafter(Pipeline& draft, int max_rows = 64) : draft_(draft), max_rows_(std::max(1, max_rows)) {}
   Status Propose(int32_t seq, std::span<const int32_t> history, int k, const runtime::SamplingParams& sampling,
                  std::vector<int32_t>& draft, std::vector<DraftDistribution>& q) override;
   void Settled(int32_t seq, size_t n) override;
@@ -61,13 +70,14 @@ class ModelDrafter : public Drafter {
   Status Step(int32_t seq, std::span<const int32_t> tokens, int32_t start, uint64_t position,
               const runtime::SamplingParams& sampling, int32_t& token, DraftDistribution& q);
   Pipeline& draft_;
+  int max_rows_;
   std::map<int32_t, size_t> cached_;  // per sequence: leading history positions in the draft's KV
 };
 
 // Chooses K per sequence (docs/speculative.md): the acceptance rate a (moving average) gives
 // the expected tokens per verify E(K) = (1 - a^(K+1)) / (1 - a); the measured times give the
 // cost T(K) = t0 + K (t_row + t_draft), with t0 and t_row fitted to the verify times seen and
-// t_draft the drafter's time per token. K maximises E(K) / T(K) in [0, k_max]; when K is 0 a
+// t_draft the drafter's time per row it ran. K maximises E(K) / T(K) in [0, k_max]; when K is 0 a
 // 1-token probe every 8 steps keeps the acceptance estimate alive. A fixed K skips all this.
 class KController {
  public:
@@ -75,7 +85,8 @@ class KController {
   int Choose();
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.
   void Verified(int k, int accepted, double seconds);
-  void Drafted(int k, double seconds);
+  // The drafter spent `seconds` running `rows` rows (at least the drafts).
+  void Drafted(int rows, double seconds);
   double acceptance() const { return alpha_; }
 
  private:

@@ -119,6 +119,7 @@ std::vector<int32_t> Plain(Pipeline& p, const std::vector<int32_t>& prompt, int 
                            runtime::SamplingParams sp = {}) {
   GenerateOptions g;
   g.max_tokens = n;
+  g.prefill_chunk = 64;  // the stages' rows per forward
   g.sampling = sp;
   auto ids = Generate(p, 0, prompt, g, nullptr, nullptr);
   EXPECT_TRUE(ids.ok()) << ids.status().ToString();
@@ -129,6 +130,7 @@ std::vector<int32_t> Speculative(Pipeline& p, Drafter& d, const std::vector<int3
                                  GenerateStats& st, runtime::SamplingParams sp = {}) {
   GenerateOptions g;
   g.max_tokens = n;
+  g.prefill_chunk = 64;
   g.sampling = sp;
   g.drafter = &d;
   g.spec_k = k;
@@ -170,6 +172,17 @@ TEST(Speculative, GreedyWithADraftModelIsIdenticalOnAnInProcessSplit) { ExpectGr
 TEST(Speculative, GreedyWithADraftModelIsIdenticalOverLoopback) { ExpectGreedyIdentical("remote", false); }
 TEST(Speculative, GreedyWithPromptLookupIsIdenticalOnTheWholeModel) { ExpectGreedyIdentical("whole", true); }
 TEST(Speculative, GreedyWithPromptLookupIsIdenticalOverLoopback) { ExpectGreedyIdentical("remote", true); }
+
+TEST(Speculative, ADraftCatchesUpOnALongPromptInChunks) {
+  // 150 prompt tokens: more than the draft pipeline's 64 rows per forward.
+  Topology target("whole");
+  Topology draft_model("whole", TheEnv().dir / "draft.gguf");
+  ModelDrafter drafter(*draft_model.p, 64);
+  const auto prompt = Prompt(150, 2);
+  GenerateStats st;
+  EXPECT_EQ(Speculative(*target.p, drafter, prompt, 40, 3, st), Plain(*target.p, prompt, 40));
+  EXPECT_GT(st.verifies, 0);
+}
 
 TEST(Speculative, GreedyWithARepetitionPenaltyIsIdentical) {
   Topology target("whole");

@@ -225,7 +225,7 @@ Result<bool> Scheduler::StartBatch(int group) {
             const auto t0 = Clock::now();
             const Status st = o_.drafter->Propose(s.id, s.history, k, s.req->params().sampling, s.draft, s.q);
             const double took = Since(t0);
-            s.k->Drafted(static_cast<int>(s.draft.size()), took);
+            s.k->Drafted(std::max(static_cast<int>(s.draft.size()), o_.drafter->last_rows()), took);
             std::lock_guard lock(mu_);
             metrics_.draft_seconds += took;
             if (!st.ok()) {
