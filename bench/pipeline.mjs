@@ -15,8 +15,8 @@
 //                           [--skip-hop]   (the per-hop overhead on a 2-layer, 4096-wide model)
 import fs from "node:fs";
 import path from "node:path";
-import {spawn, spawnSync} from "node:child_process";
-import {daisyBinary, parseArgs, lastJsonLine} from "../tests/parity/lib.mjs";
+import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
+import {daisyRunner, stats} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -30,34 +30,7 @@ const copy = args["mmap-weights"] ? ["--mmap-weights"] : [];
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b"};
-const children = new Set();
-process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
-
-function daisy(argv, {core} = {}) {
-  const cmd = core === undefined ? [bin, ...argv] : ["taskset", "-c", String(core), bin, ...argv];
-  const r = spawnSync(cmd[0], cmd.slice(1), {encoding: "utf8", maxBuffer: 1 << 28});
-  if (r.status !== 0) throw new Error(`${cmd.join(" ")}: ${r.stderr}`);
-  return lastJsonLine(r.stdout);
-}
-
-function background(argv, core) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn("taskset", ["-c", String(core), bin, ...argv]);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => reject(new Error(`${argv.join(" ")} exited ${code}: ${err}`)));
-  });
-}
-
-function stats(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
-}
+const {daisy, background} = daisyRunner(bin);
 
 const ids = Array.from({length: promptLen}, (_, i) => (i * 7919) % 120000 + 10).join(",");
 const runArgs = ["--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1", "-b", String(promptLen)];
@@ -84,13 +57,13 @@ async function benchModel(name) {
     proxies[d] = await background(["proxy", "--listen", "127.0.0.1:0", "--to", `127.0.0.1:${wport}`, "--delay", String(d)], 1);
   }
   const configs = {
-    mono: () => daisy(["run", "--shard", shard(1, 0), ...copy, ...runArgs], {core: 0}),
-    inproc2: () => daisy(["run", "--shard", shard(2, 0), "--shard", shard(2, 1), ...copy, ...runArgs], {core: 0}),
-    inproc3: () => daisy(["run", "--shard", shard(3, 0), "--shard", shard(3, 1), "--shard", shard(3, 2), ...copy, ...runArgs], {core: 0}),
-    loop2: () => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${wport}`, ...copy, ...runArgs], {core: 0}),
+    mono: () => daisy(["run", "--shard", shard(1, 0), ...copy, ...runArgs], 0),
+    inproc2: () => daisy(["run", "--shard", shard(2, 0), "--shard", shard(2, 1), ...copy, ...runArgs], 0),
+    inproc3: () => daisy(["run", "--shard", shard(3, 0), "--shard", shard(3, 1), "--shard", shard(3, 2), ...copy, ...runArgs], 0),
+    loop2: () => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${wport}`, ...copy, ...runArgs], 0),
   };
   for (const d of delays) {
-    configs[`proxy${d}`] = () => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${proxies[d].ready.port}`, ...copy, ...runArgs], {core: 0});
+    configs[`proxy${d}`] = () => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${proxies[d].ready.port}`, ...copy, ...runArgs], 0);
   }
   const decode = Object.fromEntries(Object.keys(configs).map((k) => [k, []]));
   const prompt = Object.fromEntries(Object.keys(configs).map((k) => [k, []]));
@@ -116,7 +89,7 @@ async function benchModel(name) {
   // Activation bytes per decode token per hop: the coordinator's counter for two lengths.
   const wire = {};
   for (const w of ["f32", "bf16", "f16", "q8_0"]) {
-    const bytes = (n) => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${wport}`, "--wire", w, "--ids", ids, "-n", String(n), "--ignore-eos", "--json", "-t", "1", "-b", String(promptLen)], {core: 0}).wire_bytes_sent;
+    const bytes = (n) => daisy(["run", "--shard", shard(2, 0), "--workers", `127.0.0.1:${wport}`, "--wire", w, "--ids", ids, "-n", String(n), "--ignore-eos", "--json", "-t", "1", "-b", String(promptLen)], 0).wire_bytes_sent;
     wire[w] = (bytes(17) - bytes(9)) / 8;
   }
   worker.proc.kill("SIGTERM");
@@ -152,8 +125,8 @@ async function hopOverhead() {
   const args = ["--ids", "1,2,3,4", "-n", "256", "--ignore-eos", "--json", "-t", "1"];
   const inproc = [], loop = [], us = [];
   for (let r = 0; r < Math.max(rounds, 5); r++) {
-    const a = daisy(["run", "--shard", s0, "--shard", s1, ...args], {core: 0}).decode_tok_s;
-    const b = daisy(["run", "--shard", s0, "--workers", `127.0.0.1:${worker.ready.port}`, ...args], {core: 0}).decode_tok_s;
+    const a = daisy(["run", "--shard", s0, "--shard", s1, ...args], 0).decode_tok_s;
+    const b = daisy(["run", "--shard", s0, "--workers", `127.0.0.1:${worker.ready.port}`, ...args], 0).decode_tok_s;
     inproc.push(a);
     loop.push(b);
     us.push(((1 / b - 1 / a) / 2) * 1e6);

@@ -11,8 +11,8 @@
 //                        [--gen 32] [--delays 50] [--dir /tmp/daisy-bench]
 import fs from "node:fs";
 import path from "node:path";
-import {spawn, spawnSync} from "node:child_process";
-import {daisyBinary, parseArgs, lastJsonLine} from "../tests/parity/lib.mjs";
+import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
+import {daisyRunner, stats} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -27,33 +27,7 @@ const maxUsers = Math.max(...users);
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b"};
-const children = new Set();
-process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
-
-function daisy(argv) {
-  const r = spawnSync(bin, argv, {encoding: "utf8", maxBuffer: 1 << 28});
-  if (r.status !== 0) throw new Error(`${argv.join(" ")}: ${r.stderr}`);
-  return lastJsonLine(r.stdout);
-}
-
-function background(argv, core) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn("taskset", ["-c", String(core), bin, ...argv]);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => reject(new Error(`${argv.join(" ")} exited ${code}: ${err}`)));
-  });
-}
-
-function stats(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
-}
+const {daisy, background} = daisyRunner(bin);
 
 // One streamed completion; returns {tokens, ttft, decoded, decodeSeconds} (seconds from its own
 // start; decoded: the tokens after the first update, over decodeSeconds).

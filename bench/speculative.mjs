@@ -11,8 +11,8 @@
 //                              [--dir /tmp/daisy-bench]
 import fs from "node:fs";
 import path from "node:path";
-import {spawn, spawnSync} from "node:child_process";
-import {daisyBinary, parseArgs, lastJsonLine} from "../tests/parity/lib.mjs";
+import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
+import {daisyRunner, stats} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -27,32 +27,7 @@ const genLen = Number(args.gen ?? 64);
 const dir = args.dir ?? "/tmp/daisy-bench";
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
-const children = new Set();
-process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
-
-function daisy(argv, core) {
-  const cmd = core === undefined ? [bin, ...argv] : ["taskset", "-c", String(core), bin, ...argv];
-  const r = spawnSync(cmd[0], cmd.slice(1), {encoding: "utf8", maxBuffer: 1 << 28});
-  if (r.status !== 0) throw new Error(`${cmd.join(" ")}: ${r.stderr}`);
-  return lastJsonLine(r.stdout);
-}
-function background(argv, core) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn("taskset", ["-c", String(core), bin, ...argv]);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => reject(new Error(`${argv.join(" ")} exited ${code}: ${err}`)));
-  });
-}
-function stats(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
-}
+const {daisy, background} = daisyRunner(bin);
 
 const prompt = Array.from({length: 16}, (_, i) => (i * 7919) % 120000 + 10).join(",");
 // Repetitive ids for prompt lookup: a 12-token pattern four times.

@@ -1,0 +1,41 @@
+// What the benchmarks share: running daisy (pinned to a core with taskset when asked), starting
+// long-running daisy processes that print a ready line, and min/median/max of repeated runs.
+import {spawn, spawnSync} from "node:child_process";
+import {lastJsonLine} from "../tests/parity/lib.mjs";
+
+// Runners for the binary `bin`; every background process is killed when node exits.
+export function daisyRunner(bin) {
+  const children = new Set();
+  process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
+  const command = (argv, core) => (core === undefined ? [bin, ...argv] : ["taskset", "-c", String(core), bin, ...argv]);
+  return {
+    // Runs to completion; returns its last JSON line.
+    daisy(argv, core) {
+      const cmd = command(argv, core);
+      const r = spawnSync(cmd[0], cmd.slice(1), {encoding: "utf8", maxBuffer: 1 << 28});
+      if (r.status !== 0) throw new Error(`${cmd.join(" ")}: ${r.stderr}`);
+      return lastJsonLine(r.stdout);
+    },
+    // Starts on `core`; resolves with {proc, ready} at its first (ready) line.
+    background(argv, core) {
+      return new Promise((resolve, reject) => {
+        const cmd = command(argv, core);
+        const proc = spawn(cmd[0], cmd.slice(1));
+        children.add(proc);
+        let out = "", err = "";
+        proc.stdout.on("data", (d) => {
+          out += d;
+          if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
+        });
+        proc.stderr.on("data", (d) => (err += d));
+        proc.on("exit", (code) => reject(new Error(`${argv.join(" ")} exited ${code}: ${err}`)));
+      });
+    },
+  };
+}
+
+// min / median (the upper middle for an even count) / max, and the runs themselves.
+export function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
+}
