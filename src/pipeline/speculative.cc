@@ -114,36 +114,63 @@ void ModelDrafter::Release(int32_t seq) {
   (void)draft_.Release(s);
 }
 
+KController::KController(int fixed_k, int k_max)
+    : fixed_(fixed_k), k_max_(std::max(1, k_max)), k_(std::min(kStartK, k_max_)), verify_(k_max_ + 1) {}
+
+double KController::VerifySeconds(int k) const {
+  if (verify_[k].n > 0) return verify_[k].seconds;
+  // The nearest measured K on each side; between them, interpolate.
+  int lo = k - 1, hi = k + 1;
+  while (lo >= 0 && verify_[lo].n == 0) --lo;
+  while (hi <= k_max_ && verify_[hi].n == 0) ++hi;
+  if (lo >= 0 && hi <= k_max_) {
+    const double f = static_cast<double>(k - lo) / (hi - lo);
+    return verify_[lo].seconds + f * (verify_[hi].seconds - verify_[lo].seconds);
+  }
+  // Beyond them: along the least-squares line through the measured K (slope at least 0).
+  double sw = 0, sk = 0, st = 0, skk = 0, skt = 0;
+  for (int j = 0; j <= k_max_; ++j) {
+    if (verify_[j].n == 0) continue;
+    sw += 1, sk += j, st += verify_[j].seconds, skk += double(j) * j, skt += j * verify_[j].seconds;
+  }
+  if (sw == 0) return 0;
+  const double var = skk / sw - (sk / sw) * (sk / sw);
+  const double slope = var > 0 ? std::max(0.0, (skt / sw - (sk / sw) * (st / sw)) / var) : 0;
+  const int nearest = lo >= 0 ? lo : hi;
+  return std::max(verify_[nearest].seconds + (k - nearest) * slope, 1e-6);
+}
+
+double KController::StepSeconds(int k) const { return VerifySeconds(k) + k * t_draft_; }
+
 int KController::Choose() {
   ++steps_;
   if (fixed_ > 0) return fixed_;
-  if (t_draft_ == 0 && sw_ == 0) return std::min(4, k_max_);  // nothing measured yet: a middling K
-  // The fitted cost line (prior before there is data to fit: a row costs 1/20 of a forward).
-  const double mean_k = sw_ > 0 ? sk_ / sw_ : 0, mean_t = sw_ > 0 ? st_ / sw_ : 0;
-  const double var = sw_ > 0 ? skk_ / sw_ - mean_k * mean_k : 0;
-  double t_row = var > 0.25 ? (skt_ / sw_ - mean_k * mean_t) / var : mean_t / 20;
-  t_row = std::max(t_row, 0.0);
-  const double t0 = std::max(mean_t - t_row * mean_k, 1e-6);
+  int measured = 0;
+  for (const Timing& t : verify_) measured += t.n > 0;
+  if (measured == 0) return k_;
+  if (measured == 1 && verify_[k_].n > 0) {
+    // Explore: a second K gives the cost a slope.
+    k_ = k_ < k_max_ ? k_ + 1 : k_ - 1;
+    return k_;
+  }
   const double a = std::clamp(alpha_, 0.0, 0.999);
-  int best = 0;
-  double best_rate = 1.0 / t0;
-  double power = a;  // a^(K+1) below
-  for (int kk = 1; kk <= k_max_; ++kk) {
-    power *= a;
-    const double rate = (1 - power) / (1 - a) / (t0 + kk * (t_row + t_draft_));
+  int best = k_;
+  double best_rate = -1;
+  for (int kk = std::max(0, k_ - 2); kk <= std::min(k_max_, k_ + 1); ++kk) {
+    const double rate = (1 - std::pow(a, kk + 1)) / (1 - a) / std::max(StepSeconds(kk), 1e-9);
     if (rate > best_rate) best_rate = rate, best = kk;
   }
-  if (best == 0 && steps_ % 8 == 0) return 1;  // probe, so the acceptance estimate can recover
-  return best;
+  k_ = best;
+  if (k_ == 0 && steps_ % 8 == 0) return 1;  // probe, so the acceptance estimate can recover
+  return k_;
 }
 
 void KController::Verified(int k, int accepted, double seconds) {
-  constexpr double kDecay = 0.95;  // about the last 20 forwards
-  sw_ = sw_ * kDecay + 1;
-  sk_ = sk_ * kDecay + k;
-  st_ = st_ * kDecay + seconds;
-  skk_ = skk_ * kDecay + static_cast<double>(k) * k;
-  skt_ = skt_ * kDecay + k * seconds;
+  if (k < 0 || k > k_max_) return;
+  Timing& t = verify_[k];
+  // The first measurement sets it; then a moving average over about the last 4.
+  t.seconds = t.n == 0 ? seconds : t.seconds + (seconds - t.seconds) / std::min(t.n + 1, 4);
+  ++t.n;
   if (k > 0) {
     // Drafts are tried in order until the first rejection: `accepted` successes in
     // accepted + (a rejection ? 1 : 0) trials (the geometric estimate, decayed).

@@ -74,27 +74,37 @@ class ModelDrafter : public Drafter {
   std::map<int32_t, size_t> cached_;  // per sequence: leading history positions in the draft's KV
 };
 
-// Chooses K per sequence (docs/speculative.md): the acceptance rate a (moving average) gives
-// the expected tokens per verify E(K) = (1 - a^(K+1)) / (1 - a); the measured times give the
-// cost T(K) = t0 + K (t_row + t_draft), with t0 and t_row fitted to the verify times seen and
-// t_draft the drafter's time per row it ran. K maximises E(K) / T(K) in [0, k_max]; when K is 0 a
-// 1-token probe every 8 steps keeps the acceptance estimate alive. A fixed K skips all this.
+// Chooses K per sequence (docs/speculative.md): the acceptance rate a (decayed geometric
+// estimate) gives the expected tokens per verify E(K) = (1 - a^(K+1)) / (1 - a); the cost of a
+// step is the verify's measured time at that K (a moving average per K; between measured K
+// interpolated, beyond them extrapolated along the least-squares line through them) plus K times
+// the drafter's time per row. K moves to the best of K-2 .. K+1 by E(K) / cost, so it climbs one
+// step at a time and never leaps on one lucky verify; until two K have been measured it
+// explores upwards. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
+// alive. A fixed K skips all this.
 class KController {
  public:
-  KController(int fixed_k, int k_max) : fixed_(fixed_k), k_max_(std::max(1, k_max)) {}
+  static constexpr int kStartK = 3;
+  KController(int fixed_k, int k_max);
   int Choose();
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.
   void Verified(int k, int accepted, double seconds);
   // The drafter spent `seconds` running `rows` rows (at least the drafts).
   void Drafted(int rows, double seconds);
   double acceptance() const { return alpha_; }
+  // The controller's estimate of one step's seconds when drafting k (for tests and docs).
+  double StepSeconds(int k) const;
 
  private:
-  int fixed_, k_max_;
+  double VerifySeconds(int k) const;
+  int fixed_, k_max_, k_;
   double alpha_ = 0.7;
   double successes_ = 1.4, trials_ = 2;  // the prior: 70% over two drafts
-  // Exponentially weighted least squares of forward time against K.
-  double sw_ = 0, sk_ = 0, st_ = 0, skk_ = 0, skt_ = 0;
+  struct Timing {
+    double seconds = 0;
+    int n = 0;
+  };
+  std::vector<Timing> verify_;  // per K: moving average of the verify's forward time
   double t_draft_ = 0;
   int steps_ = 0;
 };
