@@ -8,7 +8,8 @@
 //
 //   node bench/speculative.mjs [--shape 1b] [--scales 0.05,0.1,0.2] [--draft-layers 1]
 //                              [--delays 0,50] [--ks 2,4,8] [--rounds 2] [--gen 64]
-//                              [--dir /tmp/daisy-bench]
+//                              [--one-node 1] [--lookup 1] [--dir /tmp/daisy-bench]
+// (--one-node 0 / --lookup 0 leave out the one-node runs / the prompt lookup runs.)
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
@@ -25,6 +26,8 @@ const ks = (args.ks ?? "2,4,8").split(",").map(Number);
 const rounds = Number(args.rounds ?? 2);
 const genLen = Number(args.gen ?? 64);
 const dir = args.dir ?? "/tmp/daisy-bench";
+const oneNode = (args["one-node"] ?? "1") !== "0";
+const withLookup = (args.lookup ?? "1") !== "0";
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const {daisy, background} = daisyRunner(bin);
@@ -46,7 +49,7 @@ async function benchPair(scale) {
     daisy(["compile", "-m", target, "--stages", "2", "-o", shards, "--json"]);
   }
   const worker = await background(["worker", "--shard", path.join(shards, "stage-1.daisy"), "--listen", "127.0.0.1:0", "-t", "1"], 1);
-  const where = {one_node: ["-m", target]};
+  const where = oneNode ? {one_node: ["-m", target]} : {};
   const extra = [];
   for (const d of delays) {
     let port = worker.ready.port;
@@ -87,7 +90,7 @@ async function benchPair(scale) {
   }
   // Prompt lookup on repetitive ids, one node and 2 stages without delay.
   const lookup = {};
-  for (const w of ["one_node", `two_stages_${delays[0]}ms`]) {
+  for (const w of withLookup ? Object.keys(where).slice(0, 2) : []) {
     const plain = [], look = [];
     let acc = 0;
     for (let r = 0; r < rounds; r++) {
