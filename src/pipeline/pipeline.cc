@@ -156,17 +156,13 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
   std::vector<DraftDistribution> q;
   while (true) {
     // The tokens this forward settled: one, or the accepted drafts plus one.
-    const size_t n_out = last.seqs.size() == 1 ? last.seqs[0].rows.size() : 0;
-    if (n_out < 1 || n_out > draft.size() + 1) {
-      return Internal("the last stage returned %zu outputs for %zu drafted tokens", n_out, draft.size());
-    }
+    const SeqResult* out = last.seqs.size() == 1 && last.seqs[0].seq == seq ? &last.seqs[0] : nullptr;
+    DAISY_RETURN_IF_ERROR(CheckSettled(out, draft, p.config().n_vocab));
+    const size_t n_out = out->rows.size();
     bool stop = false;
     for (size_t i = 0; i < n_out && !stop; ++i) {
-      const RowOutput& row = last.seqs[0].rows[i];
+      const RowOutput& row = out->rows[i];
       const int32_t token = row.token;
-      if (token < 0 || token >= p.config().n_vocab || (i + 1 < n_out && token != draft[i])) {
-        return DataLoss("the last stage returned token %d at output %zu", token, i);
-      }
       generated.push_back(token);
       st.logprobs.push_back(row.logprob);
       history.push_back(token);

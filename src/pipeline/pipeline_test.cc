@@ -11,6 +11,7 @@
 
 #include "model/generator.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/test_topology.h"
 #include "pipeline/worker.h"
 #include "shard/compile.h"
 #include "shard/load.h"
@@ -22,26 +23,17 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Env {
-  fs::path dir, model;
+  testing::TempDir tmp{"pipeline-test"};
+  fs::path dir = tmp.path, model = dir / "model.gguf";
   Env() {
-    dir = fs::temp_directory_path() / ("pipeline-test-" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    model = dir / "model.gguf";
     model::GenerateOptions o;
     o.config = model::FindShape("tiny").value().config;
     o.config.n_layers = 6;
     o.type = gguf::TensorType::kQ8_0;
     o.seed = 5;
     EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), model).ok());
-    shard::CompileOptions c;
-    c.model = model;
-    c.out_dir = dir / "3";
-    c.stages = 3;
-    c.progress = false;
-    EXPECT_TRUE(shard::Compile(c).ok());
+    testing::CompileShards(model, dir / "3", 3);
   }
-  ~Env() { fs::remove_all(dir); }
 };
 
 Env& TheEnv() {

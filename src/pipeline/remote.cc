@@ -1,5 +1,7 @@
 #include "pipeline/remote.h"
 
+#include <chrono>
+
 #include <openssl/rand.h>
 
 #include "base/log.h"
@@ -157,8 +159,14 @@ Status RemoteChain::Send(const ForwardHeader& h, std::span<const float> hidden) 
   const std::span<const uint8_t> pieces[2] = {header, act};
   bytes_sent_ += header.size() + act.size() + transport::kHeaderBytes;
   Status s = first->Send(kForward, pieces);
-  if (!s.ok()) return Unavailable("the pipeline is down: worker %s: %s", first->peer().c_str(), s.message().c_str());
-  return Status::Ok();
+  if (s.ok()) return Status::Ok();
+  // A worker whose session ends reports why on its link before closing it, and a reset link
+  // still delivers what arrived first: give the readers a moment to name the stage that failed
+  // (say, the one after the worker this send went to) rather than "connection reset".
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return !broken_.empty(); });
+  if (!broken_.empty()) return Unavailable("the pipeline is down: %s", broken_.c_str());
+  return Unavailable("the pipeline is down: worker %s: %s", first->peer().c_str(), s.message().c_str());
 }
 
 Result<ResultMsg> RemoteChain::Wait(uint64_t id) {

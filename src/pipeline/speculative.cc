@@ -114,6 +114,21 @@ void ModelDrafter::Release(int32_t seq) {
   (void)draft_.Release(s);
 }
 
+Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_t n_vocab) {
+  const size_t n_out = out != nullptr ? out->rows.size() : 0;
+  if (n_out < 1 || n_out > draft.size() + 1) {
+    return Internal("the last stage returned %zu tokens for sequence %d (%zu drafted)", n_out,
+                    out != nullptr ? out->seq : -1, draft.size());
+  }
+  for (size_t j = 0; j < n_out; ++j) {
+    const int32_t token = out->rows[j].token;
+    if (token < 0 || token >= n_vocab || (j + 1 < n_out && token != draft[j])) {
+      return DataLoss("the last stage returned token %d at output %zu for sequence %d", token, j, out->seq);
+    }
+  }
+  return Status::Ok();
+}
+
 KController::KController(int fixed_k, int k_max)
     : fixed_(fixed_k), k_max_(std::max(1, k_max)), k_(std::min(kStartK, k_max_)), verify_(k_max_ + 1) {}
 

@@ -74,6 +74,12 @@ class ModelDrafter : public Drafter {
   std::map<int32_t, size_t> cached_;  // per sequence: leading history positions in the draft's KV
 };
 
+// Checks what one forward returned for a sequence that sent `draft` (empty for a plain decode)
+// before any of it is used: 1 to K+1 tokens, each in [0, n_vocab), all but the last equal to
+// the drafts (the accepted ones; the last is the correction or the bonus token). `out` may be
+// null (the sequence missing from the result). Both decode loops (Generate, the scheduler) use it.
+Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_t n_vocab);
+
 // Chooses K per sequence (docs/speculative.md): the acceptance rate a (decayed geometric
 // estimate) gives the expected tokens per verify E(K) = (1 - a^(K+1)) / (1 - a); the cost of a
 // step is the verify's measured time at that K (a moving average per K; between measured K

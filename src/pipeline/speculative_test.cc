@@ -13,8 +13,8 @@
 #include "model/generator.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/speculative.h"
+#include "pipeline/test_topology.h"
 #include "pipeline/worker.h"
-#include "shard/compile.h"
 #include "shard/load.h"
 #include "tokenizer/hf_import.h"
 
@@ -25,11 +25,9 @@ namespace fs = std::filesystem;
 constexpr int kCapacity = 256;
 
 struct Env {
-  fs::path dir;
+  testing::TempDir tmp{"speculative-test"};
+  fs::path dir = tmp.path;
   Env() {
-    dir = fs::temp_directory_path() / ("speculative-test-" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
     // A 6-layer target whose first 2 layers, embeddings and head are the draft's.
     model::GenerateOptions o;
     o.config = model::FindShape("tiny").value().config;
@@ -43,14 +41,8 @@ struct Env {
     d.config.n_layers = 2;
     d.scaled_from = -1;
     EXPECT_TRUE(model::GenerateModel(d, tokenizer::BuiltinByteVocab(), dir / "draft.gguf").ok());
-    shard::CompileOptions c;
-    c.model = dir / "target.gguf";
-    c.out_dir = dir / "2";
-    c.stages = 2;
-    c.progress = false;
-    EXPECT_TRUE(shard::Compile(c).ok());
+    testing::CompileShards(dir / "target.gguf", dir / "2", 2);
   }
-  ~Env() { fs::remove_all(dir); }
 };
 
 Env& TheEnv() {
@@ -58,46 +50,10 @@ Env& TheEnv() {
   return *env;
 }
 
-struct Topology {
-  runtime::ThreadPool pool{1};
-  std::unique_ptr<model::LlamaModel> whole;
-  std::vector<shard::Shard> shards;
-  std::unique_ptr<Worker> worker;
-  std::unique_ptr<Pipeline> p;
-
-  explicit Topology(const std::string& kind, const fs::path& model = TheEnv().dir / "target.gguf") {
-    runtime::StageOptions base{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 4};
-    std::vector<const model::LlamaModel*> models;
-    std::vector<runtime::StageOptions> opts;
-    std::unique_ptr<RemoteChain> remote;
-    if (kind == "whole") {
-      whole = std::move(model::LlamaModel::Load(model).value());
-      models.push_back(whole.get());
-      opts.push_back(base);
-    } else {
-      const int local = kind == "split" ? 2 : 1;
-      for (int i = 0; i < local; ++i) {
-        shards.push_back(shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", i)).value());
-        models.push_back(shards.back().model.get());
-        opts.push_back(StageOptionsFor(shards.back().info, base));
-      }
-      if (kind == "remote") {
-        WorkerOptions wo;
-        wo.listen = {"127.0.0.1", 0};
-        wo.threads = 1;
-        worker = Worker::Start(shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", 1)).value(),
-                               std::move(wo)).value();
-        RemoteOptions ro;
-        ro.workers.push_back({"127.0.0.1", worker->port()});
-        ro.max_rows = 64;
-        ro.max_seqs = 4;
-        ro.seq_capacity = kCapacity;
-        ro.connect_deadline = transport::Millis(1000);
-        remote = std::move(RemoteChain::Connect(ro, {shards[0].info}).value());
-      }
-    }
-    p = std::make_unique<Pipeline>(models, opts, kernels::BestKernels(), pool, std::move(remote));
-  }
+// The target (or `model`) whole, split in this process, or with stage 1 over loopback.
+struct Topology : testing::Topology {
+  explicit Topology(const std::string& kind, const fs::path& model = TheEnv().dir / "target.gguf")
+      : testing::Topology({.kind = kind, .model = model, .shards = TheEnv().dir / "2", .capacity = kCapacity}) {}
 };
 
 std::vector<int32_t> Prompt(int n, int salt) {

@@ -299,20 +299,15 @@ Status Scheduler::FinishOldest() {
     for (const pipeline::SeqResult& x : r->seqs) {
       if (x.seq == s.id) out = &x;
     }
-    const size_t n_out = out != nullptr ? out->rows.size() : 0;
-    if (n_out < 1 || n_out > s.draft.size() + 1) {
-      End(s, Finish::kError, Internal("the last stage returned %zu tokens for sequence %d (%zu drafted)", n_out,
-                                      s.id, s.draft.size()));
+    if (Status bad = pipeline::CheckSettled(out, s.draft, pipe_.config().n_vocab); !bad.ok()) {
+      End(s, Finish::kError, bad);
       continue;
     }
+    const size_t n_out = out->rows.size();
     if (s.generated == 0) prompt += s.req->params().prompt.size();
     const size_t settled = s.history.size();
     for (size_t j = 0; j < n_out && !s.done; ++j) {
       const int32_t token = out->rows[j].token;
-      if (token < 0 || token >= pipe_.config().n_vocab || (j + 1 < n_out && token != s.draft[j])) {
-        End(s, Finish::kError, DataLoss("the last stage returned token %d at output %zu", token, j));
-        break;
-      }
       ++s.generated;
       ++generated;
       s.history.push_back(token);

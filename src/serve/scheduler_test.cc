@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "model/generator.h"
+#include "pipeline/test_topology.h"
 #include "pipeline/worker.h"
 #include "shard/compile.h"
 #include "shard/load.h"
@@ -22,12 +23,9 @@ namespace fs = std::filesystem;
 using pipeline::Pipeline;
 
 struct Env {
-  fs::path dir, model;
+  pipeline::testing::TempDir tmp{"scheduler-test"};
+  fs::path dir = tmp.path, model = dir / "model.gguf";
   Env() {
-    dir = fs::temp_directory_path() / ("scheduler-test-" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    model = dir / "model.gguf";
     model::GenerateOptions o;
     o.config = model::FindShape("tiny").value().config;
     o.config.n_layers = 4;
@@ -39,14 +37,8 @@ struct Env {
     d.config.n_layers = 2;
     d.branch_layers = 4;
     EXPECT_TRUE(model::GenerateModel(d, tokenizer::BuiltinByteVocab(), dir / "draft.gguf").ok());
-    shard::CompileOptions c;
-    c.model = model;
-    c.out_dir = dir / "2";
-    c.stages = 2;
-    c.progress = false;
-    EXPECT_TRUE(shard::Compile(c).ok());
+    pipeline::testing::CompileShards(model, dir / "2", 2);
   }
-  ~Env() { fs::remove_all(dir); }
 };
 
 Env& TheEnv() {
@@ -56,52 +48,11 @@ Env& TheEnv() {
 
 constexpr int kCapacity = 128;
 
-// A pipeline of one of three shapes: the whole model, a 2-stage split in this process, or
-// stage 0 here and stage 1 in a worker over loopback.
-struct Topology {
-  runtime::ThreadPool pool{1};
-  std::unique_ptr<model::LlamaModel> whole;
-  std::vector<shard::Shard> shards;
-  std::unique_ptr<pipeline::Worker> worker;
-  std::unique_ptr<Pipeline> p;
-
-  explicit Topology(const std::string& kind) {
-    runtime::StageOptions base{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16};
-    std::vector<const model::LlamaModel*> models;
-    std::vector<runtime::StageOptions> opts;
-    std::unique_ptr<pipeline::RemoteChain> remote;
-    if (kind == "whole") {
-      whole = std::move(model::LlamaModel::Load(TheEnv().model).value());
-      models.push_back(whole.get());
-      opts.push_back(base);
-    } else {
-      const int local = kind == "split" ? 2 : 1;
-      for (int i = 0; i < local; ++i) {
-        shards.push_back(shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", i)).value());
-        models.push_back(shards.back().model.get());
-        opts.push_back(pipeline::StageOptionsFor(shards.back().info, base));
-      }
-      if (kind == "remote") StartRemote(remote);
-    }
-    p = std::make_unique<Pipeline>(models, opts, kernels::BestKernels(), pool, std::move(remote));
-  }
-
-  void StartRemote(std::unique_ptr<pipeline::RemoteChain>& remote) {
-    auto s1 = shard::LoadShard(shard::ShardPath(TheEnv().dir / "2", 1));
-    pipeline::WorkerOptions wo;
-    wo.listen = {"127.0.0.1", 0};
-    wo.threads = 1;
-    worker = pipeline::Worker::Start(std::move(*s1), std::move(wo)).value();
-    pipeline::RemoteOptions ro;
-    ro.workers.push_back({"127.0.0.1", worker->port()});
-    ro.max_rows = 64;
-    ro.max_seqs = 32;
-    ro.seq_capacity = kCapacity;
-    ro.connect_deadline = transport::Millis(1000);
-    auto r = pipeline::RemoteChain::Connect(ro, {shards[0].info});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    remote = std::move(*r);
-  }
+// The model whole, split in this process, or with stage 1 in a worker over loopback.
+struct Topology : pipeline::testing::Topology {
+  explicit Topology(const std::string& kind)
+      : pipeline::testing::Topology(
+            {.kind = kind, .model = TheEnv().model, .shards = TheEnv().dir / "2", .capacity = kCapacity, .max_seqs = 16}) {}
 };
 
 std::vector<int32_t> Prompt(int n, int salt) {

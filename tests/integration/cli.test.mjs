@@ -1,24 +1,13 @@
 // The command-line contract (design.md): outputs, --json last lines, and clear errors for bad
 // input. Runs the daisy binary named by $DAISY.
 import assert from "node:assert/strict";
-import {spawnSync} from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import {test} from "node:test";
+import {harness, lastJson} from "./lib.mjs";
 
-const daisy = process.env.DAISY ?? "build/apps/daisy";
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "daisy-cli-"));
+const {dir, run} = harness("cli");
 const model = path.join(dir, "tiny.gguf");
-
-function run(args, input) {
-  const r = spawnSync(daisy, args, {input, encoding: "utf8", maxBuffer: 1 << 28});
-  return {code: r.status, out: r.stdout, err: r.stderr};
-}
-function lastJson(out) {
-  const lines = out.trim().split("\n");
-  return JSON.parse(lines[lines.length - 1]);
-}
 
 test("gen-model writes a model and reports it as JSON", () => {
   const r = run(["gen-model", "--shape", "tiny", "--type", "q4_0", "--seed", "3", "-o", model, "--json"]);
@@ -166,4 +155,3 @@ test("score lists log-probabilities that are a distribution", () => {
   assert.equal(j.positions[4].next, -1);
 });
 
-test.after(() => fs.rmSync(dir, {recursive: true, force: true}));

@@ -3,53 +3,18 @@
 // f32 wire; lossy wires stay within the bounds docs/protocol.md states; wrong shards, wrong keys,
 // malformed frames and a killed worker get clear errors. Runs the binary named by $DAISY.
 import assert from "node:assert/strict";
-import {spawn, spawnSync} from "node:child_process";
+import {spawn} from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import {after, test} from "node:test";
+import {test} from "node:test";
+import {daisy, harness, lastJson} from "./lib.mjs";
 
-const daisy = process.env.DAISY ?? "build/apps/daisy";
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "daisy-pipeline-"));
-const children = new Set();
-after(() => {
-  for (const c of children) c.kill("SIGKILL");
-  fs.rmSync(dir, {recursive: true, force: true});
-});
+const {dir, track, run, must, start} = harness("pipeline");
 
-function run(args) {
-  const r = spawnSync(daisy, args, {encoding: "utf8", maxBuffer: 1 << 28});
-  return {code: r.status, out: r.stdout, err: r.stderr};
-}
-function lastJson(out) {
-  const lines = out.trim().split("\n");
-  return JSON.parse(lines[lines.length - 1]);
-}
-function must(args) {
-  const r = run(args);
-  assert.equal(r.code, 0, `daisy ${args.join(" ")}: ${r.err}`);
-  return r;
-}
-
-// Starts a worker and resolves with {proc, port} once it prints its ready line.
-function startWorker(shard, extra = [], port = 0) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(daisy, ["worker", "--shard", shard, "--listen", `127.0.0.1:${port}`, "-t", "1", ...extra]);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      const line = out.split("\n")[0];
-      if (out.includes("\n")) resolve({proc, port: JSON.parse(line).port, stderr: () => err});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => {
-      children.delete(proc);
-      reject(new Error(`worker exited ${code}: ${err}`));
-    });
-  });
-}
+// Starts a worker; resolves with {proc, port, stderr()} once it prints its ready line.
+const startWorker = (shard, extra = [], port = 0) =>
+  start(["worker", "--shard", shard, "--listen", `127.0.0.1:${port}`, "-t", "1", ...extra]);
 async function startWorkers(shardDir, stages, extra = []) {
   const ws = [];
   for (let s = 1; s < stages; s++) ws.push(await startWorker(path.join(shardDir, `stage-${s}.daisy`), extra));
@@ -245,13 +210,12 @@ test("workers may start after the coordinator (connect with retry)", async () =>
   compile(model, out, ["--stages", "2"]);
   const port = 20000 + Math.floor(Math.random() * 20000);
   const coord = spawn(daisy, ["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", `127.0.0.1:${port}`, "--ids", "1,2", "-n", "3", "--json", "--connect-timeout", "20"]);
-  children.add(coord);
+  track(coord);
   let stdout = "";
   coord.stdout.on("data", (d) => (stdout += d));
   await new Promise((r) => setTimeout(r, 700));
   const w = await startWorker(path.join(out, "stage-1.daisy"), [], port);
   const code = await new Promise((r) => coord.on("exit", r));
-  children.delete(coord);
   stop([w]);
   assert.equal(code, 0);
   assert.equal(lastJson(stdout).ids.length, 3);
@@ -263,14 +227,13 @@ test("a worker killed mid-generation fails the request quickly; it works again o
   compile(model, out, ["--stages", "3"]);
   const ws = await startWorkers(out, 3);
   const coord = spawn(daisy, ["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), "--ids", "1,2,3", "-n", "40000", "--ignore-eos", "--json", "-t", "1"]);
-  children.add(coord);
+  track(coord);
   let stderr = "";
   coord.stderr.on("data", (d) => (stderr += d));
   await new Promise((r) => setTimeout(r, 800));
   const killedAt = Date.now();
   ws[1].proc.kill("SIGKILL");
   const code = await new Promise((r) => coord.on("exit", r));
-  children.delete(coord);
   const took = Date.now() - killedAt;
   assert.notEqual(code, 0, "the run should fail");
   assert.ok(took < 5000, `failed after ${took} ms`);
@@ -298,22 +261,7 @@ test("compile splits by memory and explains what does not fit", () => {
 });
 
 // Starts `daisy worker --cluster FILE --stage N`; resolves at its ready line.
-function startClusterWorker(file, stage) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(daisy, ["worker", "--cluster", file, "--stage", String(stage), "-t", "1"]);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => {
-      children.delete(proc);
-      reject(new Error(`cluster worker exited ${code}: ${err}`));
-    });
-  });
-}
+const startClusterWorker = (file, stage) => start(["worker", "--cluster", file, "--stage", String(stage), "-t", "1"]);
 
 async function freePort() {
   return new Promise((resolve) => {

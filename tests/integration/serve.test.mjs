@@ -5,46 +5,14 @@
 // server stays up; a full queue (429); a client that disconnects mid-stream (its sequence is
 // freed). Runs the binary named by $DAISY.
 import assert from "node:assert/strict";
-import {spawn, spawnSync} from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import {after, before, test} from "node:test";
+import {before, test} from "node:test";
 import OpenAI from "openai";
 import {tokenizerJson} from "../parity/lib.mjs";
+import {harness} from "./lib.mjs";
 
-const daisy = process.env.DAISY ?? "build/apps/daisy";
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "daisy-serve-"));
-const children = new Set();
-after(() => {
-  for (const c of children) c.kill("SIGKILL");
-  fs.rmSync(dir, {recursive: true, force: true});
-});
-
-function must(args) {
-  const r = spawnSync(daisy, args, {encoding: "utf8", maxBuffer: 1 << 28});
-  assert.equal(r.status, 0, `daisy ${args.join(" ")}: ${r.stderr}`);
-  const lines = r.stdout.trim().split("\n");
-  return JSON.parse(lines[lines.length - 1]);
-}
-
-// Starts a long-running daisy command; resolves with {proc, ready} at its ready line.
-function start(args) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(daisy, args);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0]), stderr: () => err});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => {
-      children.delete(proc);
-      reject(new Error(`daisy ${args.join(" ")} exited ${code}: ${err}`));
-    });
-  });
-}
+const {dir, mustJson: must, start} = harness("serve");
 
 const model = path.join(dir, "model.gguf");
 const keyFile = path.join(dir, "api.key");

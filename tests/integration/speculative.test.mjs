@@ -3,46 +3,13 @@
 // the same greedy ids as plain decoding, whole and on a 2-stage pipeline; a draft with another
 // vocabulary and bad flags are refused with the reason. Runs the binary named by $DAISY.
 import assert from "node:assert/strict";
-import {spawn, spawnSync} from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import {after, test} from "node:test";
+import {test} from "node:test";
+import {harness} from "./lib.mjs";
 
-const daisy = process.env.DAISY ?? "build/apps/daisy";
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "daisy-speculative-"));
-const children = new Set();
-after(() => {
-  for (const c of children) c.kill("SIGKILL");
-  fs.rmSync(dir, {recursive: true, force: true});
-});
-
-function run(args) {
-  const r = spawnSync(daisy, args, {encoding: "utf8", maxBuffer: 1 << 28});
-  return {code: r.status, out: r.stdout, err: r.stderr};
-}
-function must(args) {
-  const r = run(args);
-  assert.equal(r.code, 0, `daisy ${args.join(" ")}: ${r.err}`);
-  const lines = r.out.trim().split("\n");
-  return JSON.parse(lines[lines.length - 1]);
-}
-function startWorker(shard) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(daisy, ["worker", "--shard", shard, "--listen", "127.0.0.1:0", "-t", "1"]);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve({proc, port: JSON.parse(out.split("\n")[0]).port});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => {
-      children.delete(proc);
-      reject(new Error(`worker exited ${code}: ${err}`));
-    });
-  });
-}
+const {dir, run, mustJson: must, start} = harness("speculative");
+const startWorker = (shard) => start(["worker", "--shard", shard, "--listen", "127.0.0.1:0", "-t", "1"]);
+const startServer = (args) => start(["serve", ...args]);
 
 const target = path.join(dir, "target.gguf"), draft = path.join(dir, "draft.gguf");
 const pair = must(["gen-model", "--shape", "tiny", "--layers", "6", "--type", "q8_0", "--seed", "9", "-o", target,
@@ -97,23 +64,6 @@ test("a draft with another vocabulary and bad flags are refused with the reason"
            path.join(dir, "y.gguf"), "--draft-layers", "2"]);
   assert.match(r.err, /--draft-layers 2: the draft needs fewer layers than the model's 2/);
 });
-
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(daisy, ["serve", ...args]);
-    children.add(proc);
-    let out = "", err = "";
-    proc.stdout.on("data", (d) => {
-      out += d;
-      if (out.includes("\n")) resolve({proc, ready: JSON.parse(out.split("\n")[0])});
-    });
-    proc.stderr.on("data", (d) => (err += d));
-    proc.on("exit", (code) => {
-      children.delete(proc);
-      reject(new Error(`serve exited ${code}: ${err}`));
-    });
-  });
-}
 
 test("daisy serve --draft: concurrent requests get exactly their plain text; usage and metrics count drafts", async () => {
   const worker = await startWorker(path.join(dir, "s2", "stage-1.daisy"));
