@@ -191,6 +191,55 @@ TEST(Scheduler, SpeculativeRequestsMatchAloneOnTheWholeModel) { ExpectSpeculativ
 TEST(Scheduler, SpeculativeRequestsMatchAloneOverLoopback) { ExpectSpeculativeSameAsAlone("remote", 2, false); }
 TEST(Scheduler, PromptLookupRequestsMatchAloneOnAnInProcessSplit) { ExpectSpeculativeSameAsAlone("split", 2, true); }
 
+// With a fixed K a sequence's drafts depend on its own tokens only, so each concurrent request
+// drafts and accepts exactly as many tokens as it does alone: a draft cache mixed up between
+// sequences would lower acceptance without changing a single token.
+TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) {
+  Topology s("whole");
+  runtime::ThreadPool draft_pool(1);
+  auto draft_model = model::LlamaModel::Load(TheEnv().dir / "draft.gguf").value();
+  Pipeline draft({draft_model.get()}, {{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16}},
+                 kernels::BestKernels(), draft_pool, nullptr);
+  pipeline::ModelDrafter drafter(draft);
+  std::vector<RequestParams> requests;
+  for (int i = 0; i < 4; ++i) {
+    RequestParams r;
+    r.prompt = Prompt(5 + 3 * i, 40 + i);
+    r.max_tokens = 30;
+    r.stop_at_eog = false;
+    r.speculate = true;
+    requests.push_back(std::move(r));
+  }
+  std::vector<pipeline::GenerateStats> alone(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    pipeline::GenerateOptions g;
+    g.max_tokens = requests[i].max_tokens;
+    g.prefill_chunk = 8;
+    g.drafter = &drafter;
+    g.spec_k = 3;
+    ASSERT_TRUE(pipeline::Generate(*s.p, 0, requests[i].prompt, g, nullptr, &alone[i]).ok());
+  }
+  SchedulerOptions o;
+  o.max_seqs = 4;
+  o.seq_capacity = kCapacity;
+  o.prefill_chunk = 8;
+  o.drafter = &drafter;
+  o.spec_k = 3;
+  Scheduler sched(*s.p, o);
+  std::vector<std::shared_ptr<Request>> live;
+  for (const auto& r : requests) live.push_back(sched.Submit(r).value());
+  int accepted = 0, drafted = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    Collect(*live[i]);
+    EXPECT_EQ(live[i]->drafted(), alone[i].drafted) << "request " << i;
+    EXPECT_EQ(live[i]->accepted(), alone[i].accepted) << "request " << i;
+    accepted += live[i]->accepted();
+    drafted += live[i]->drafted();
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted);
+}
+
 TEST(Scheduler, RefusesWhatCannotFitAndBoundsTheQueue) {
   Topology s("whole");
   SchedulerOptions o;
