@@ -306,18 +306,8 @@ Status Scheduler::FinishOldest() {
     const size_t n_out = out->rows.size();
     if (s.generated == 0) prompt += s.req->params().prompt.size();
     const size_t settled = s.history.size();
-    for (size_t j = 0; j < n_out && !s.done; ++j) {
-      const int32_t token = out->rows[j].token;
-      ++s.generated;
-      ++generated;
-      s.history.push_back(token);
-      if (s.req->params().stop_at_eog && o_.is_eog && o_.is_eog(token)) {
-        End(s, Finish::kStop);
-        break;
-      }
-      s.req->Push(token);
-      if (s.generated >= s.req->params().max_tokens) End(s, Finish::kLength);
-    }
+    // The verify is accounted before its tokens are pushed: the last push may end the request
+    // and wake its waiter, who then reads the request's draft counts (usage).
     if (!s.draft.empty()) {
       const int accepted = static_cast<int>(n_out) - 1;
       s.k->Verified(static_cast<int>(s.draft.size()), accepted, Since(b.started));
@@ -329,6 +319,18 @@ Status Scheduler::FinishOldest() {
       metrics_.accepted_tokens += static_cast<uint64_t>(accepted);
     } else if (s.k) {
       s.k->Verified(0, 0, Since(b.started));
+    }
+    for (size_t j = 0; j < n_out && !s.done; ++j) {
+      const int32_t token = out->rows[j].token;
+      ++s.generated;
+      ++generated;
+      s.history.push_back(token);
+      if (s.req->params().stop_at_eog && o_.is_eog && o_.is_eog(token)) {
+        End(s, Finish::kStop);
+        break;
+      }
+      s.req->Push(token);
+      if (s.generated >= s.req->params().max_tokens) End(s, Finish::kLength);
     }
     s.draft.clear();
     s.q.clear();
