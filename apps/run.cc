@@ -1,5 +1,6 @@
 // daisy run (generate text on one machine) and daisy score (teacher-forced log-probabilities).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,12 @@
 
 namespace daisy::apps {
 namespace {
+
+std::vector<double> VerifyMs(const std::vector<double>& seconds) {
+  std::vector<double> ms;
+  for (double s : seconds) ms.push_back(std::round(s * 1e4) / 10);
+  return ms;
+}
 
 struct RunFlags : CoordinatorFlags {
   std::string prompt;
@@ -122,7 +129,9 @@ int Run(const RunFlags& f) {
                           {"accepted", stats.accepted},
                           {"acceptance", stats.drafted > 0 ? static_cast<double>(stats.accepted) / stats.drafted : 0.0},
                           {"tokens_per_forward", stats.steps > 0 ? static_cast<double>(stats.generated - 1) / stats.steps : 0.0},
-                          {"k_chosen", stats.k_chosen}};
+                          {"k_chosen", stats.k_chosen},
+                          {"accepted_per_verify", stats.accepted_per_verify},
+                          {"verify_ms", VerifyMs(stats.verify_seconds)}};
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

@@ -21,13 +21,20 @@ struct Sim {
   double first_use = 1;  // the first verify at each K takes this much longer (buffers, caches)
   // If given: the chance draft d is accepted once d - 1 were (acceptance in runs), else a.
   std::vector<double> by_depth = {};
+  // If given: the verify's time at K = 0, 1, ... (measured), continued by t_row per K past its end.
+  std::vector<double> verify = {};
   double A(int d) const { return by_depth.empty() ? a : by_depth[std::min<size_t>(d, by_depth.size()) - 1]; }
+  double Verify(int k) const {
+    if (verify.empty()) return t0 + k * t_row;
+    const int last = static_cast<int>(verify.size()) - 1;
+    return k <= last ? verify[k] : verify[last] + (k - last) * t_row;
+  }
   double Expected(int k) const {
     double e = 1, p = 1;
     for (int d = 1; d <= k; ++d) e += (p *= A(d));
     return e;
   }
-  double Cost(int k) const { return t0 + k * (t_row + t_draft); }
+  double Cost(int k) const { return Verify(k) + k * t_draft; }
   double Rate(int k) const { return Expected(k) / Cost(k); }
   double BestRate(int k_max) const {
     double best = 0;
@@ -58,7 +65,7 @@ Outcome Simulate(const Sim& sim, int steps, uint32_t seed, int warm_up, int k_ma
     while (accepted < k && u(rng) < sim.A(accepted + 1)) ++accepted;
     const double slow = used[k] ? 1 : sim.first_use;
     used[k] = true;
-    c.Verified(k, accepted, slow * (sim.t0 + k * sim.t_row) * (1 + sim.noise * (u(rng) - 0.5)));
+    c.Verified(k, accepted, slow * sim.Verify(k) * (1 + sim.noise * (u(rng) - 0.5)));
     if (i >= warm_up) tokens += sim.Expected(k), seconds += sim.Cost(k);
   }
   o.rate = tokens / seconds;
@@ -102,6 +109,20 @@ TEST(KController, SettlesNearTheBestFixedKBehindSlowLinks) {
 TEST(KController, SettlesNearTheBestFixedKWhenAcceptanceComesInRuns) {
   ExpectNearBest({.t0 = 480, .t_row = 45, .t_draft = 28, .a = 0, .by_depth = {0.72, 0.85, 0.9, 0.85, 0.3}});
   ExpectNearBest({.t0 = 280, .t_row = 45, .t_draft = 28, .a = 0, .by_depth = {0.72, 0.85, 0.9, 0.85, 0.3}});
+}
+
+// The 8B pairs on one node of this VM, as measured with fixed K (verify_ms in `daisy run
+// --json`): a second row costs almost nothing (the weights are read once either way), each
+// further row ~100 ms (the batched q4_0 kernel is compute-bound on AVX2); the 1-layer draft
+// ~30 ms a token; per-depth acceptance of the 49% and 66% pairs over 128 tokens at K = 6.
+TEST(KController, SettlesNearTheBestFixedKOnTheMeasured8BNode) {
+  const std::vector<double> verify = {343, 348, 440, 587, 687, 769};
+  ExpectNearBest({.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.3,
+                  .by_depth = {0.74, 0.73, 0.64, 0.57, 0.63}, .verify = verify});
+  ExpectNearBest({.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.3,
+                  .by_depth = {0.84, 0.92, 0.87, 0.70, 0.57}, .verify = verify});
+  ExpectNearBest({.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.3,
+                  .by_depth = {0.81, 0.95, 0.85, 0.82, 0.95}, .verify = verify});
 }
 
 // One slow first verify at a K (a buffer grown, pages touched) must not bar that K for good.

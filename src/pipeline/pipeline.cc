@@ -206,10 +206,13 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
     ++st.steps;
     if (!draft.empty()) {
       const int accepted = last.seqs.size() == 1 ? static_cast<int>(last.seqs[0].rows.size()) - 1 : 0;
-      k_control.Verified(static_cast<int>(draft.size()), accepted, Since(t0));
+      const double seconds = Since(t0);
+      k_control.Verified(static_cast<int>(draft.size()), accepted, seconds);
       ++st.verifies;
       st.drafted += static_cast<int>(draft.size());
       st.k_chosen.push_back(static_cast<int>(draft.size()));
+      st.accepted_per_verify.push_back(accepted);
+      st.verify_seconds.push_back(seconds);
     } else if (drafter != nullptr) {
       k_control.Verified(0, 0, Since(t0));
     }

@@ -78,7 +78,9 @@ struct GenerateStats {
   int verifies = 0;   // of them, those that carried drafts
   int drafted = 0;
   int accepted = 0;
-  std::vector<int> k_chosen;  // drafts per verify
+  std::vector<int> k_chosen;             // drafts per verify
+  std::vector<int> accepted_per_verify;  // of them, accepted
+  std::vector<double> verify_seconds;    // each verify's forward
 };
 
 // One sequence: chunked prefill (chunks streamed without waiting), then one forward per token.

@@ -90,7 +90,7 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // alive. A fixed K skips all this.
 class KController {
  public:
-  static constexpr int kStartK = 3;
+  static constexpr int kStartK = 2;
   KController(int fixed_k, int k_max);
   int Choose();
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.

@@ -36,6 +36,15 @@ test("greedy speculative decoding gives exactly the plain ids, whole and on 2 st
         assert.equal(r.text, plain.text);
         assert.equal(r.speculative.drafter, spec[0] === "--lookup" ? "lookup" : "model");
         assert.equal(r.speculative.decode_forwards + 1 <= 64, true);
+        // Per verify: K chosen, drafts accepted (at most K), the forward's time; they add up.
+        const {k_chosen: ks, accepted_per_verify: acc, verify_ms: ms} = r.speculative;
+        assert.equal(ks.length, r.speculative.verifies);
+        assert.equal(acc.length, ks.length);
+        assert.equal(ms.length, ks.length);
+        assert.equal(ks.reduce((a, b) => a + b, 0), r.speculative.drafted);
+        assert.equal(acc.reduce((a, b) => a + b, 0), r.speculative.accepted);
+        acc.forEach((a, i) => assert.ok(a >= 0 && a <= ks[i] && ms[i] >= 0, `verify ${i}: ${a} of ${ks[i]} in ${ms[i]} ms`));
+        if (spec.includes("--spec-k")) assert.ok(ks.every((k) => k <= Number(spec[spec.length - 1])));
         if (spec[0] === "--draft") {
           accepted += r.speculative.accepted;
           drafted += r.speculative.drafted;
