@@ -125,6 +125,70 @@ TEST(KController, SettlesNearTheBestFixedKOnTheMeasured8BNode) {
                   .by_depth = {0.81, 0.95, 0.85, 0.82, 0.95}, .verify = verify});
 }
 
+// Greedy drafting on a text: whether the draft predicts the token at a position (given the true
+// tokens before it) is a property of the position, so a verify from `pos` with K drafts accepts
+// the run of predicted positions from `pos`, at most K. Generated texts come in stretches the
+// draft follows (a loop both models are in) and stretches it does not (a Markov chain).
+std::vector<bool> Text(size_t n, double p_follow, double p_gap, double stay_follow, double stay_gap, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<bool> predicted(n);
+  bool following = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (u(rng) > (following ? stay_follow : stay_gap)) following = !following;
+    predicted[i] = u(rng) < (following ? p_follow : p_gap);
+  }
+  return predicted;
+}
+
+// Tokens per second generating `n` tokens of `text` with fixed K (adaptive when 0).
+double RateOnText(const Sim& sim, const std::vector<bool>& text, int n, int fixed_k, uint32_t seed) {
+  KController c(fixed_k, 12);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  double seconds = 0;
+  int pos = 0;
+  while (pos < n) {
+    const int k = std::min(c.Choose(), n - pos - 1);
+    if (k > 0) c.Drafted(k, k * sim.t_draft);
+    int accepted = 0;
+    while (accepted < k && text[pos + accepted]) ++accepted;
+    const double t = sim.Verify(k) * (1 + sim.noise * (u(rng) - 0.5));
+    c.Verified(k, accepted, t);
+    seconds += t + k * sim.t_draft;
+    pos += accepted + 1;
+  }
+  return n / seconds;
+}
+
+// Averaged over texts of `n` tokens, adaptive K against the best fixed K on the same texts.
+double AdaptiveOverBestFixed(const Sim& sim, int n, double p_follow, double p_gap, double stay_follow, double stay_gap) {
+  constexpr int kTexts = 40;
+  std::vector<double> fixed(13);
+  double adaptive = 0;
+  for (uint32_t seed = 1; seed <= kTexts; ++seed) {
+    const std::vector<bool> text = Text(n + 16, p_follow, p_gap, stay_follow, stay_gap, seed);
+    adaptive += RateOnText(sim, text, n, 0, seed);
+    for (int k = 1; k <= 12; ++k) fixed[k] += RateOnText(sim, text, n, k, seed);
+  }
+  const int best = static_cast<int>(std::max_element(fixed.begin() + 1, fixed.end()) - fixed.begin());
+  std::printf("n %d: best fixed K %d, adaptive %.3f of it\n", n, best, adaptive / fixed[best]);
+  return adaptive / fixed[best];
+}
+
+// The 8B pairs: followed stretches of ~20 tokens at 97%, gaps of ~5 at 40%; one node (verify
+// rows dear) and 2 stages behind 50 ms links (rows cheap against the round trip).
+TEST(KController, NearTheBestFixedKOnTextsThatComeInRuns) {
+  const Sim node{.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {343, 348, 440, 587, 687, 769}};
+  const Sim links{.t0 = 0, .t_row = 60, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {450, 460, 520, 580, 640, 700}};
+  for (const Sim& sim : {node, links}) {
+    EXPECT_GT(AdaptiveOverBestFixed(sim, 64, 0.97, 0.4, 0.95, 0.8), 0.93);
+    EXPECT_GT(AdaptiveOverBestFixed(sim, 256, 0.97, 0.4, 0.95, 0.8), 0.95);
+    EXPECT_GT(AdaptiveOverBestFixed(sim, 64, 0.9, 0.3, 0.9, 0.7), 0.93);
+    EXPECT_GT(AdaptiveOverBestFixed(sim, 256, 0.9, 0.3, 0.9, 0.7), 0.95);
+  }
+}
+
 // One slow first verify at a K (a buffer grown, pages touched) must not bar that K for good.
 TEST(KController, AnOutlierDoesNotBarAK) {
   ExpectNearBest({.t0 = 480, .t_row = 45, .t_draft = 28, .a = 0.72, .first_use = 1.6});

@@ -189,8 +189,8 @@ void KController::Verified(int k, int accepted, double seconds) {
   if (k > 0) {
     // Drafts are tried in order until the first rejection: `accepted` successes in
     // accepted + (a rejection ? 1 : 0) trials (the geometric estimate, decayed).
-    successes_ = successes_ * 0.9 + accepted;
-    trials_ = trials_ * 0.9 + accepted + (accepted < k ? 1 : 0);
+    successes_ = successes_ * kDecay + accepted;
+    trials_ = trials_ * kDecay + accepted + (accepted < k ? 1 : 0);
     alpha_ = successes_ / trials_;
   }
 }

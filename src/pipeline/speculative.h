@@ -91,6 +91,7 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 class KController {
  public:
   static constexpr int kStartK = 2;
+  static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   KController(int fixed_k, int k_max);
   int Choose();
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.

@@ -146,7 +146,7 @@ struct Generation {
       text.resize(cut);
       stopped = true;
       safe = cut;
-      req->Cancel();
+      req->StopAtString();
     } else if (!end) {
       // Hold back a tail that could be the start of a stop string.
       for (const std::string& s : stops) {

@@ -154,8 +154,8 @@ bool Scheduler::Admit() {
     std::shared_ptr<Request> r = std::move(queue_.front());
     queue_.pop_front();
     if (r->cancelled()) {
-      ++metrics_.requests_by_finish[static_cast<int>(Finish::kCancelled)];
-      r->End(Finish::kCancelled);
+      ++metrics_.requests_by_finish[static_cast<int>(r->cancel_finish())];
+      r->End(r->cancel_finish());
       continue;
     }
     auto s = std::make_unique<Seq>();
@@ -352,7 +352,7 @@ void Scheduler::Sweep() {
   std::vector<int32_t> release;
   for (auto& s : active_) {
     if (s->in_flight) continue;
-    if (!s->done && s->req->cancelled()) End(*s, Finish::kCancelled);
+    if (!s->done && s->req->cancelled()) End(*s, s->req->cancel_finish());
     if (s->done) {
       release.push_back(s->id);
       Forget(*s);

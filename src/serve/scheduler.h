@@ -64,7 +64,14 @@ class Request {
   Update Wait(size_t have, std::chrono::milliseconds timeout);
   // Asks the scheduler to stop this request and free its KV (idempotent).
   void Cancel() { cancelled_ = true; }
+  // The same, because the text reached one of the request's stop strings: it ends as kStop.
+  void StopAtString() {
+    stopped_at_string_ = true;
+    cancelled_ = true;
+  }
   bool cancelled() const { return cancelled_; }
+  // How a cancelled request ends.
+  Finish cancel_finish() const { return stopped_at_string_ ? Finish::kStop : Finish::kCancelled; }
   // Seconds from Submit to the first token (0 before it).
   double time_to_first_token() const;
   // Speculative decoding: tokens drafted for this request, and how many were accepted.
@@ -81,7 +88,7 @@ class Request {
 
  private:
   RequestParams params_;
-  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> cancelled_{false}, stopped_at_string_{false};
   std::atomic<int> drafted_{0}, accepted_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;

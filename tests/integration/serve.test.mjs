@@ -148,6 +148,8 @@ test("stop strings end the text before the stop, streamed and not", async () => 
   const full = alone(PROMPTS[1], 20).text;
   const stop = full.slice(Math.floor(full.length / 2), Math.floor(full.length / 2) + 3);
   const cut = full.slice(0, full.indexOf(stop));
+  const stops = await metric(whole, 'daisy_requests_total{outcome="stop"}');
+  const cancels = await metric(whole, 'daisy_requests_total{outcome="cancelled"}');
   const r = await client.completions.create({model: whole.ready.model, prompt: PROMPTS[1], max_tokens: 20, temperature: 0, stop: [stop]});
   assert.equal(r.choices[0].text, cut);
   assert.equal(r.choices[0].finish_reason, "stop");
@@ -155,6 +157,13 @@ test("stop strings end the text before the stop, streamed and not", async () => 
   for await (const c of await client.completions.create({model: whole.ready.model, prompt: PROMPTS[1], max_tokens: 20,
                                                          temperature: 0, stop, stream: true})) text += c.choices[0].text;
   assert.equal(text, cut);
+  // Both end as "stop" in /metrics, not "cancelled" (the streamed one may be counted just after
+  // its last chunk).
+  for (let i = 0; i < 50 && await metric(whole, 'daisy_requests_total{outcome="stop"}') < stops + 2; i++) {
+    await new Promise((ok) => setTimeout(ok, 100));
+  }
+  assert.equal(await metric(whole, 'daisy_requests_total{outcome="stop"}'), stops + 2);
+  assert.equal(await metric(whole, 'daisy_requests_total{outcome="cancelled"}'), cancels);
 });
 
 test("bad requests get OpenAI-style 4xx errors and the server stays up", async () => {

@@ -1,0 +1,35 @@
+// Markdown tables (as in docs/benchmarks.md) from the JSON that bench/speculative.mjs or
+// bench/serve.mjs printed: median (min–max) tok/s per configuration and mode, the speedup over
+// plain, and for speculation the acceptance, tokens per verify, adaptive over the best fixed K
+// and the K the adaptive controller chose.
+//
+//   node bench/speculative.mjs ... > out/spec.json && node bench/tables.mjs out/spec.json
+import fs from "node:fs";
+const f = process.argv[2];
+const j = JSON.parse(fs.readFileSync(f, "utf8").trim().split("\n").pop());
+const r2 = (x) => x.toFixed(2);
+const cell = (s) => `${r2(s.median)} (${r2(s.min)}–${r2(s.max)})`;
+if (j.bench === "speculative") {
+  for (const p of j.pairs) {
+    const ws = Object.entries(p.results);
+    const modes = Object.keys(ws[0][1]);
+    console.log(`\nextra scale ${p.extra_scale}`);
+    console.log(`| where | ${modes.map((m) => `${m} | ×`).join(" | ")} | acceptance (adaptive) | tokens per verify (adaptive) | adaptive / best fixed | paired | K chosen (adaptive, first 16) |`);
+    console.log(`|---|${modes.map(() => "---|---").join("|")}|---|---|---|---|---|`);
+    for (const [w, r] of ws) {
+      // The best fixed K by median; "paired": the median over rounds of adaptive / that K in the
+      // same round (the two ran minutes apart at most, so slow drift of the machine cancels).
+      const [bestK, best] = Object.entries(r).filter(([m]) => m.startsWith("k")).reduce((a, b) => (b[1].tok_s.median > a[1].tok_s.median ? b : a));
+      const ratios = r.adaptive.tok_s.runs.map((x, i) => x / best.tok_s.runs[i]).sort((a, b) => a - b);
+      console.log(`| ${w} | ${modes.map((m) => `${cell(r[m].tok_s)} | ${r2(r[m].speedup_median)}`).join(" | ")} | ${(100 * r.adaptive.acceptance).toFixed(0)}% | ${r2(r.adaptive.tokens_per_forward)} | ${r2(r.adaptive.tok_s.median / best.tok_s.median)} (${bestK}) | ${r2(ratios[Math.floor(ratios.length / 2)])} | ${(r.adaptive.k_chosen || []).slice(0, 16).join(",")} |`);
+    }
+  }
+} else {
+  for (const m of j.results) {
+    console.log(`\n${m.model} draft ${m.draft}`);
+    console.log(`| server | users | aggregate tok/s | per-user decode tok/s | TTFT s | acceptance |`);
+    console.log(`|---|---|---|---|---|---|`);
+    for (const [k, byU] of Object.entries(m.results)) for (const [u, x] of Object.entries(byU))
+      console.log(`| ${k} | ${u} | ${cell(x.aggregate_tok_s)} | ${cell(x.per_user_tok_s)} | ${r2(x.ttft_s.median)} | ${x.acceptance !== undefined ? (100 * x.acceptance).toFixed(0) + "%" : ""} |`);
+  }
+}
