@@ -88,25 +88,37 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // step at a time and never leaps on one lucky verify; until two K have been measured it
 // explores upwards. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
 // alive. A fixed K skips all this.
+//
+// Acceptance comes in runs (stretches of text the draft follows, gaps where it does not), so
+// the rate used to choose K is the one of the current state: after a verify that took every
+// draft, or after one that rejected one (or drafted none). Each state's rate is its own decayed
+// counts shrunk towards the overall rate by two pseudo-drafts, so a state seen rarely borrows
+// the overall one. K is one per sequence: in a followed stretch it climbs, at a gap it falls.
 class KController {
  public:
   static constexpr int kStartK = 2;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
+  static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
   KController(int fixed_k, int k_max);
   int Choose();
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.
   void Verified(int k, int accepted, double seconds);
   // The drafter spent `seconds` running `rows` rows (at least the drafts).
   void Drafted(int rows, double seconds);
+  // The overall acceptance estimate (reported per request and in /metrics).
   double acceptance() const { return alpha_; }
+  // The estimate in the current state (after a verify that took every draft, or not).
+  double StateAcceptance() const;
   // The controller's estimate of one step's seconds when drafting k (for tests and docs).
   double StepSeconds(int k) const;
 
  private:
   double VerifySeconds(int k) const;
   int fixed_, k_max_, k_;
+  int state_ = 0;  // 0 after a rejection (or no drafts), 1 after a verify that took every draft
   double alpha_ = 0.7;
-  double successes_ = 1.4, trials_ = 2;  // the prior: 70% over two drafts
+  double successes_ = 1.4, trials_ = 2;  // overall; the prior: 70% over two drafts
+  double state_successes_[2] = {0, 0}, state_trials_[2] = {0, 0};
   struct Timing {
     double seconds = 0;
     int n = 0;
