@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -141,9 +142,12 @@ std::vector<bool> Text(size_t n, double p_follow, double p_gap, double stay_foll
   return predicted;
 }
 
-// Tokens per second generating `n` tokens of `text` with fixed K (adaptive when 0).
-double RateOnText(const Sim& sim, const std::vector<bool>& text, int n, int fixed_k, uint32_t seed) {
+// Tokens per second generating `n` tokens of `text` with fixed K (adaptive when 0). With
+// `learned`, the adaptive controller starts from it and leaves what it learned there.
+double RateOnText(const Sim& sim, const std::vector<bool>& text, int n, int fixed_k, uint32_t seed,
+                  std::optional<KController>* learned = nullptr) {
   KController c(fixed_k, 12);
+  if (learned != nullptr && learned->has_value()) c.StartFrom(**learned);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
   double seconds = 0;
@@ -158,21 +162,25 @@ double RateOnText(const Sim& sim, const std::vector<bool>& text, int n, int fixe
     seconds += t + k * sim.t_draft;
     pos += accepted + 1;
   }
+  if (learned != nullptr) *learned = c;
   return n / seconds;
 }
 
 // Averaged over texts of `n` tokens, adaptive K against the best fixed K on the same texts.
-double AdaptiveOverBestFixed(const Sim& sim, int n, double p_follow, double p_gap, double stay_follow, double stay_gap) {
+// With `warm`, each text's controller starts from the previous text's (as in daisy serve).
+double AdaptiveOverBestFixed(const Sim& sim, int n, double p_follow, double p_gap, double stay_follow, double stay_gap,
+                             bool warm = false) {
   constexpr int kTexts = 100;
   std::vector<double> fixed(13);
   double adaptive = 0;
+  std::optional<KController> learned;
   for (uint32_t seed = 1; seed <= kTexts; ++seed) {
     const std::vector<bool> text = Text(n + 16, p_follow, p_gap, stay_follow, stay_gap, seed);
-    adaptive += RateOnText(sim, text, n, 0, seed);
+    adaptive += RateOnText(sim, text, n, 0, seed, warm ? &learned : nullptr);
     for (int k = 1; k <= 12; ++k) fixed[k] += RateOnText(sim, text, n, k, seed);
   }
   const int best = static_cast<int>(std::max_element(fixed.begin() + 1, fixed.end()) - fixed.begin());
-  std::printf("n %d: best fixed K %d, adaptive %.3f of it\n", n, best, adaptive / fixed[best]);
+  std::printf("n %d%s: best fixed K %d, adaptive %.3f of it\n", n, warm ? " (warm)" : "", best, adaptive / fixed[best]);
   return adaptive / fixed[best];
 }
 
@@ -187,6 +195,44 @@ TEST(KController, NearTheBestFixedKOnTextsThatComeInRuns) {
     EXPECT_GT(AdaptiveOverBestFixed(sim, 64, 0.9, 0.3, 0.9, 0.7), 0.95);
     EXPECT_GT(AdaptiveOverBestFixed(sim, 256, 0.9, 0.3, 0.9, 0.7), 0.98);
   }
+}
+
+// A short generation spends a good part of its verifies finding K; a request that starts from
+// the previous request's controller (daisy serve) does not, and gets closer to the best fixed K.
+TEST(KController, AWarmStartFromTheLastSequenceGetsShortTextsCloserToTheBestFixedK) {
+  const Sim node{.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {343, 348, 440, 587, 687, 769}};
+  const Sim links{.t0 = 0, .t_row = 60, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {450, 460, 520, 580, 640, 700}};
+  for (const Sim& sim : {node, links}) {
+    for (const double p_follow : {0.97, 0.9}) {
+      const double cold = AdaptiveOverBestFixed(sim, 64, p_follow, 0.4, 0.95, 0.8);
+      const double warm = AdaptiveOverBestFixed(sim, 64, p_follow, 0.4, 0.95, 0.8, true);
+      EXPECT_GT(warm, cold);
+      EXPECT_GT(warm, 0.97);
+    }
+  }
+}
+
+TEST(KController, StartsFromTheKAndTimesAnotherLearned) {
+  KController learned(0, 12);
+  int k = learned.Choose();
+  for (int i = 0; i < 12; ++i) {  // every draft accepted, rows nearly free: K climbs
+    learned.Drafted(k, 0.001 * k);
+    learned.Verified(k, k, 0.1 + 0.001 * k);
+    k = learned.Choose();
+  }
+  ASSERT_GE(learned.current_k(), 8);
+  KController next(0, 12);
+  next.StartFrom(learned);
+  EXPECT_EQ(next.current_k(), learned.current_k());
+  EXPECT_NEAR(next.acceptance(), learned.acceptance(), 1e-12);
+  for (int kk = 0; kk <= 12; ++kk) EXPECT_NEAR(next.StepSeconds(kk), learned.StepSeconds(kk), 1e-12) << kk;
+  // No exploration from kStartK: it moves from the learned K.
+  EXPECT_GE(next.Choose(), learned.current_k() - 2);
+  // A controller with another k_max (or a fixed K) keeps its own start.
+  KController other(0, 6);
+  other.StartFrom(learned);
+  EXPECT_EQ(other.current_k(), KController::kStartK);
+  EXPECT_EQ(other.Choose(), KController::kStartK);
 }
 
 // One slow first verify at a K (a buffer grown, pages touched) must not bar that K for good.

@@ -134,6 +134,15 @@ KController::KController(int fixed_k, int k_max)
   k_ = std::min(kStartK, k_max_);
 }
 
+void KController::StartFrom(const KController& other) {
+  if (other.k_max_ != k_max_ || other.fixed_ != fixed_) return;
+  verify_ = other.verify_;
+  t_draft_ = other.t_draft_;
+  k_ = other.k_;
+  alpha_ = other.alpha_;
+  successes_ = 2 * alpha_, trials_ = 2;
+}
+
 double KController::StateAcceptance() const {
   return (state_successes_[state_] + kShrink * alpha_) / (state_trials_[state_] + kShrink);
 }

@@ -100,6 +100,13 @@ class KController {
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
   KController(int fixed_k, int k_max);
+  // Starts a new sequence from what another sequence's controller learned: the per-K verify
+  // times and the drafter's time (properties of the pipeline and its links), its K, and its
+  // acceptance as a prior worth two drafts. A short generation then skips the exploration
+  // from kStartK. Ignored when the two differ in k_max or fixed K.
+  void StartFrom(const KController& other);
+  // The K the next Choose() moves from (the K last chosen; kStartK at first).
+  int current_k() const { return k_; }
   int Choose();
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.
   void Verified(int k, int accepted, double seconds);

@@ -309,6 +309,9 @@ void HttpServer::Routes() {
                   m.verifies > 0 ? static_cast<double>(m.accepted_tokens + m.verifies) / m.verifies : 0.0));
     metric("daisy_speculative_k_mean", "gauge", "Drafted tokens per verify (the K chosen), mean since start.",
            sample("daisy_speculative_k_mean", m.verifies > 0 ? static_cast<double>(m.drafted_tokens) / m.verifies : 0.0));
+    metric("daisy_speculative_k_start", "gauge",
+           "The K the next adaptive speculative request starts from (learned from the last verified one).",
+           sample("daisy_speculative_k_start", m.spec_k_start));
     metric("daisy_draft_seconds_total", "counter", "Time in the drafter (draft model or prompt lookup).",
            sample("daisy_draft_seconds_total", m.draft_seconds));
     double ttft_sum;

@@ -93,6 +93,7 @@ Scheduler::Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options)
   metrics_.max_seqs = o_.max_seqs;
   metrics_.seq_capacity = o_.seq_capacity;
   metrics_.micro_batches = o_.micro_batches;
+  metrics_.spec_k_start = o_.spec_k > 0 ? o_.spec_k : std::min(pipeline::KController::kStartK, std::max(1, o_.spec_k_max));
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -167,6 +168,7 @@ bool Scheduler::Admit() {
     s->history = r->params().prompt;
     if (o_.drafter != nullptr && r->params().speculate) {
       s->k = std::make_unique<pipeline::KController>(o_.spec_k, o_.spec_k_max);
+      if (learned_k_) s->k->StartFrom(*learned_k_);
     }
     s->req = std::move(r);
     active_.push_back(std::move(s));
@@ -319,6 +321,11 @@ Status Scheduler::FinishOldest() {
       metrics_.accepted_tokens += static_cast<uint64_t>(accepted);
     } else if (s.k) {
       s.k->Verified(0, 0, Since(b.started));
+    }
+    if (s.k) {
+      learned_k_ = *s.k;
+      std::lock_guard lock(mu_);
+      metrics_.spec_k_start = s.k->current_k();
     }
     for (size_t j = 0; j < n_out && !s.done; ++j) {
       const int32_t token = out->rows[j].token;

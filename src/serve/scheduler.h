@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -128,6 +129,7 @@ struct SchedulerMetrics {
   int max_seqs = 0, seq_capacity = 0, micro_batches = 0;
   uint64_t verifies = 0, drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
   double draft_seconds = 0;  // in the drafter
+  int spec_k_start = 0;      // the K the next adaptive speculative sequence starts from
 };
 
 class Scheduler {
@@ -170,6 +172,9 @@ class Scheduler {
   int next_group_ = 0;
   int32_t next_seq_ = 0;
   bool broken_ = false;
+  // The controller of the sequence that verified last: a new sequence starts from what it
+  // learned about the pipeline (verify time per K, drafting time) and the drafts (K, acceptance).
+  std::optional<pipeline::KController> learned_k_;
   std::thread thread_;
 };
 

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -238,6 +240,55 @@ TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) {
   }
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);
+}
+
+// Drafts a token the model never generates here, and takes a while per draft: speculation
+// can only lose, so an adaptive K falls to 0 (plain decoding, a 1-token probe every 8 steps).
+class UselessDrafter : public pipeline::Drafter {
+ public:
+  explicit UselessDrafter(int32_t token) : token_(token) {}
+  Status Propose(int32_t, std::span<const int32_t>, int k, const runtime::SamplingParams&, std::vector<int32_t>& draft,
+                 std::vector<pipeline::DraftDistribution>& q) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * k));
+    draft.assign(k, token_);
+    q.assign(k, {});
+    return Status::Ok();
+  }
+
+ private:
+  int32_t token_;
+};
+
+// A new request's K controller starts from what the last verified request's learned (the
+// per-K times, the drafter's time, K, acceptance): after one request learned that drafts are
+// useless, the next one drafts only the probes instead of exploring K = 2, 3 first.
+TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
+  Topology s("whole");
+  RequestParams r;
+  r.prompt = Prompt(6, 77);
+  r.max_tokens = 40;
+  r.stop_at_eog = false;
+  r.speculate = true;
+  const std::vector<int32_t> want = Alone(r);
+  int32_t never = 1;
+  while (std::find(want.begin(), want.end(), never) != want.end()) ++never;
+  UselessDrafter drafter(never);
+  SchedulerOptions o;
+  o.seq_capacity = kCapacity;
+  o.drafter = &drafter;
+  o.spec_k_max = 6;
+  Scheduler sched(*s.p, o);
+  EXPECT_EQ(sched.metrics().spec_k_start, pipeline::KController::kStartK);
+  auto first = sched.Submit(r).value();
+  EXPECT_EQ(Collect(*first), want);
+  EXPECT_EQ(first->accepted(), 0);
+  EXPECT_EQ(sched.metrics().spec_k_start, 0);
+  auto second = sched.Submit(r).value();
+  EXPECT_EQ(Collect(*second), want);
+  // The first drafted 2, then 3 (exploring), then fell to 0 with probes; the second only probes.
+  EXPECT_GE(first->drafted(), 2 + 3 + 1);
+  EXPECT_LE(second->drafted(), r.max_tokens / 8 + 1);
+  EXPECT_LT(second->drafted(), first->drafted());
 }
 
 TEST(Scheduler, RefusesWhatCannotFitAndBoundsTheQueue) {

@@ -106,6 +106,8 @@ test("daisy serve --draft: concurrent requests get exactly their plain text; usa
   assert.ok(value("daisy_speculative_verifies_total") > 0);
   assert.ok(value("daisy_speculative_tokens_per_verify") > 1);
   assert.ok(value("daisy_speculative_k_mean") >= 1);
+  const kStart = value("daisy_speculative_k_start");  // from the last verified request's controller
+  assert.ok(Number.isInteger(kStart) && kStart >= 0 && kStart <= 12, `daisy_speculative_k_start ${kStart}`);
   const bad = await post({prompt: "x", speculative: "yes"});
   assert.equal(bad.status, 400);
   assert.match(bad.json.error.message, /'speculative' must be a boolean/);
