@@ -12,7 +12,7 @@ import fs from "node:fs";
 import path from "node:path";
 import {spawnSync} from "node:child_process";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
-import {daisyRunner} from "./lib.mjs";
+import {benchPrompts, daisyRunner} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -29,8 +29,7 @@ const dir = args.dir ?? "/tmp/daisy-bench";
 const log = (...a) => console.error("[kreplay]", ...a);
 const {daisy} = daisyRunner(bin);
 // The same prompts as bench/speculative.mjs --prompts N.
-const prompts = Array.from({length: nPrompts},
-                           (_, p) => Array.from({length: 16}, (_, i) => (i * 7919 + p * 104729) % 120000 + 10).join(","));
+const prompts = benchPrompts(nPrompts);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const draft = path.join(dir, `${shape}-spec-draft1.gguf`);
 const run = (model, extra, ids) =>

@@ -39,3 +39,8 @@ export function stats(xs) {
   const s = [...xs].sort((a, b) => a - b);
   return {min: s[0], median: s[Math.floor(s.length / 2)], max: s[s.length - 1], runs: xs};
 }
+
+// The speculative benchmarks' prompts: n different 16-token id lists (comma-separated).
+export function benchPrompts(n) {
+  return Array.from({length: n}, (_, p) => Array.from({length: 16}, (_, i) => (i * 7919 + p * 104729) % 120000 + 10).join(","));
+}

@@ -17,7 +17,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
-import {daisyRunner, stats} from "./lib.mjs";
+import {benchPrompts, daisyRunner, stats} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -37,8 +37,7 @@ fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const {daisy, background} = daisyRunner(bin);
 
-const prompts = Array.from({length: nPrompts},
-                           (_, p) => Array.from({length: 16}, (_, i) => (i * 7919 + p * 104729) % 120000 + 10).join(","));
+const prompts = benchPrompts(nPrompts);
 const prompt = prompts[0];
 // Repetitive ids for prompt lookup: a 12-token pattern four times.
 const repetitive = Array.from({length: 48}, (_, i) => ((i % 12) * 7919) % 120000 + 10).join(",");

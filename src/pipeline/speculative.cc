@@ -130,9 +130,7 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 }
 
 KController::KController(int fixed_k, int k_max)
-    : fixed_(fixed_k), k_max_(std::max(1, k_max)), verify_(k_max_ + 1) {
-  k_ = std::min(kStartK, k_max_);
-}
+    : fixed_(fixed_k), k_max_(std::max(1, k_max)), k_(std::min(kStartK, k_max_)), verify_(k_max_ + 1) {}
 
 void KController::StartFrom(const KController& other) {
   if (other.k_max_ != k_max_ || other.fixed_ != fixed_) return;
@@ -175,25 +173,24 @@ double KController::StepSeconds(int k) const { return VerifySeconds(k) + k * t_d
 int KController::Choose() {
   ++steps_;
   if (fixed_ > 0) return fixed_;
-  int& k = k_;
   int measured = 0;
   for (const Timing& t : verify_) measured += t.n > 0;
-  if (measured == 0) return k;
-  if (measured == 1 && verify_[k].n > 0) {
+  if (measured == 0) return k_;
+  if (measured == 1 && verify_[k_].n > 0) {
     // Explore: a second K gives the cost a slope.
-    k = k < k_max_ ? k + 1 : k - 1;
-    return k;
+    k_ = k_ < k_max_ ? k_ + 1 : k_ - 1;
+    return k_;
   }
   const double a = std::clamp(StateAcceptance(), 0.0, 0.999);
-  int best = k;
+  int best = k_;
   double best_rate = -1;
-  for (int kk = std::max(0, k - 2); kk <= std::min(k_max_, k + 1); ++kk) {
+  for (int kk = std::max(0, k_ - 2); kk <= std::min(k_max_, k_ + 1); ++kk) {
     const double rate = (1 - std::pow(a, kk + 1)) / (1 - a) / std::max(StepSeconds(kk), 1e-9);
     if (rate > best_rate) best_rate = rate, best = kk;
   }
-  k = best;
-  if (k == 0 && steps_ % 8 == 0) return 1;  // probe, so the acceptance estimate can recover
-  return k;
+  k_ = best;
+  if (k_ == 0 && steps_ % 8 == 0) return 1;  // probe, so the acceptance estimate can recover
+  return k_;
 }
 
 void KController::Verified(int k, int accepted, double seconds) {

@@ -105,8 +105,8 @@ class KController {
   // acceptance as a prior worth two drafts. A short generation then skips the exploration
   // from kStartK. Ignored when the two differ in k_max or fixed K.
   void StartFrom(const KController& other);
-  // The K the next Choose() moves from (the K last chosen; kStartK at first).
-  int current_k() const { return k_; }
+  // The K the next Choose() moves from (the K last chosen; kStartK at first), or the fixed K.
+  int current_k() const { return fixed_ > 0 ? fixed_ : k_; }
   int Choose();
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.
   void Verified(int k, int accepted, double seconds);

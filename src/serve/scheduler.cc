@@ -93,7 +93,7 @@ Scheduler::Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options)
   metrics_.max_seqs = o_.max_seqs;
   metrics_.seq_capacity = o_.seq_capacity;
   metrics_.micro_batches = o_.micro_batches;
-  metrics_.spec_k_start = o_.spec_k > 0 ? o_.spec_k : std::min(pipeline::KController::kStartK, std::max(1, o_.spec_k_max));
+  metrics_.spec_k_start = pipeline::KController(o_.spec_k, o_.spec_k_max).current_k();
   thread_ = std::thread([this] { Loop(); });
 }
 
