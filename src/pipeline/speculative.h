@@ -96,7 +96,7 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // the overall one. K is one per sequence: in a followed stretch it climbs, at a gap it falls.
 class KController {
  public:
-  static constexpr int kStartK = 2;
+  static constexpr int kStartK = 3;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
   KController(int fixed_k, int k_max);

@@ -261,7 +261,7 @@ class UselessDrafter : public pipeline::Drafter {
 
 // A new request's K controller starts from what the last verified request's learned (the
 // per-K times, the drafter's time, K, acceptance): after one request learned that drafts are
-// useless, the next one drafts only the probes instead of exploring K = 2, 3 first.
+// useless, the next one drafts only the probes instead of exploring K = 3, 4 first.
 TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
   Topology s("whole");
   RequestParams r;
@@ -285,8 +285,8 @@ TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
   EXPECT_EQ(sched.metrics().spec_k_start, 0);
   auto second = sched.Submit(r).value();
   EXPECT_EQ(Collect(*second), want);
-  // The first drafted 2, then 3 (exploring), then fell to 0 with probes; the second only probes.
-  EXPECT_GE(first->drafted(), 2 + 3 + 1);
+  // The first drafted 3, then 4 (exploring), then fell to 0 with probes; the second only probes.
+  EXPECT_GE(first->drafted(), 3 + 4 + 1);
   EXPECT_LE(second->drafted(), r.max_tokens / 8 + 1);
   EXPECT_LT(second->drafted(), first->drafted());
 }
