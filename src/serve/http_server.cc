@@ -477,6 +477,14 @@ void HttpServer::Routes() {
         if (!body["speculative"].is_boolean()) return fail(Invalid("speculative", "'speculative' must be a boolean"));
         p.params.speculate = body["speculative"].get<bool>();
       }
+      if (body.contains("speculative_k") && !body["speculative_k"].is_null()) {  // daisy's extension
+        const json& k = body["speculative_k"];
+        const int k_max = scheduler_.options().spec_k_max;
+        if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > k_max) {
+          return fail(Invalid("speculative_k", StrFormat("'speculative_k' must be an integer from 0 (adaptive) to %d (the server's --spec-k-max)", k_max)));
+        }
+        p.params.spec_k = static_cast<int>(k.get<int64_t>());
+      }
       if (body.contains("stream") && !body["stream"].is_null()) {
         if (!body["stream"].is_boolean()) return fail(Invalid("stream", "'stream' must be a boolean"));
         p.stream = body["stream"].get<bool>();
@@ -505,6 +513,15 @@ void HttpServer::Routes() {
           // Speculative decoding, in the fields OpenAI uses for predicted outputs.
           u["completion_tokens_details"] = {{"accepted_prediction_tokens", gen->req->accepted()},
                                             {"rejected_prediction_tokens", gen->req->drafted() - gen->req->accepted()}};
+          // daisy's: the same as `daisy run --json` reports (docs/speculative.md).
+          const int v = gen->req->verifies(), d = gen->req->drafted(), a = gen->req->accepted();
+          u["speculative"] = {{"verifies", v},
+                              {"drafted", d},
+                              {"accepted", a},
+                              {"acceptance", static_cast<double>(a) / d},
+                              {"tokens_per_verify", v > 0 ? static_cast<double>(a + v) / v : 0.0},
+                              {"k_mean", v > 0 ? static_cast<double>(d) / v : 0.0},
+                              {"k_last", gen->req->last_k()}};
         }
         return u;
       };

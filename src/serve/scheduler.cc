@@ -109,6 +109,10 @@ Scheduler::~Scheduler() {
 Result<std::shared_ptr<Request>> Scheduler::Submit(RequestParams params) {
   if (params.prompt.empty()) return InvalidArgument("the prompt is empty: give at least one token");
   if (params.max_tokens < 1) return InvalidArgument("max_tokens must be at least 1 (is %d)", params.max_tokens);
+  if (params.spec_k < -1 || params.spec_k > o_.spec_k_max) {
+    return InvalidArgument("the request's K must be 0 (adaptive) to %d (this server's --spec-k-max), is %d",
+                           o_.spec_k_max, params.spec_k);
+  }
   const size_t need = params.prompt.size() + static_cast<size_t>(params.max_tokens);
   std::lock_guard lock(mu_);
   if (need > static_cast<size_t>(o_.seq_capacity)) {
@@ -167,7 +171,9 @@ bool Scheduler::Admit() {
     s->group = static_cast<int>(std::min_element(members.begin(), members.end()) - members.begin());
     s->history = r->params().prompt;
     if (o_.drafter != nullptr && r->params().speculate) {
-      s->k = std::make_unique<pipeline::KController>(o_.spec_k, o_.spec_k_max);
+      const int k = r->params().spec_k >= 0 ? r->params().spec_k : o_.spec_k;
+      s->k = std::make_unique<pipeline::KController>(k, o_.spec_k_max);
+      // StartFrom ignores a controller of another kind (fixed K against adaptive).
       if (learned_k_) s->k->StartFrom(*learned_k_);
     }
     s->req = std::move(r);
@@ -322,7 +328,9 @@ Status Scheduler::FinishOldest() {
     } else if (s.k) {
       s.k->Verified(0, 0, Since(b.started));
     }
-    if (s.k) {
+    // What the next request of the server's own kind starts from: a request that chose its own K
+    // (`spec_k`) leaves it alone.
+    if (s.k && (s.req->params().spec_k < 0 || s.req->params().spec_k == o_.spec_k)) {
       learned_k_ = *s.k;
       std::lock_guard lock(mu_);
       metrics_.spec_k_start = s.k->current_k();

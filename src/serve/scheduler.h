@@ -47,6 +47,7 @@ struct RequestParams {
   runtime::SamplingParams sampling;
   bool stop_at_eog = true;  // end at an end-of-generation token (not delivered)
   bool speculate = true;    // draft and verify when the scheduler has a drafter
+  int spec_k = -1;          // this request's K: -1 the scheduler's, 0 adaptive, N fixed (<= spec_k_max)
 };
 
 // One request, shared by the scheduler (which appends tokens) and its client (which reads them).
@@ -75,12 +76,17 @@ class Request {
   Finish cancel_finish() const { return stopped_at_string_ ? Finish::kStop : Finish::kCancelled; }
   // Seconds from Submit to the first token (0 before it).
   double time_to_first_token() const;
-  // Speculative decoding: tokens drafted for this request, and how many were accepted.
+  // Speculative decoding: verifies with drafts, tokens drafted for this request, how many were
+  // accepted, and the K of the last verify.
+  int verifies() const { return verifies_; }
   int drafted() const { return drafted_; }
   int accepted() const { return accepted_; }
+  int last_k() const { return last_k_; }
   void CountDrafts(int drafted, int accepted) {
+    ++verifies_;
     drafted_ += drafted;
     accepted_ += accepted;
+    last_k_ = drafted;
   }
 
   // Scheduler side.
@@ -90,7 +96,7 @@ class Request {
  private:
   RequestParams params_;
   std::atomic<bool> cancelled_{false}, stopped_at_string_{false};
-  std::atomic<int> drafted_{0}, accepted_{0};
+  std::atomic<int> verifies_{0}, drafted_{0}, accepted_{0}, last_k_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int32_t> tokens_;

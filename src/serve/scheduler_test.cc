@@ -195,8 +195,9 @@ TEST(Scheduler, PromptLookupRequestsMatchAloneOnAnInProcessSplit) { ExpectSpecul
 
 // With a fixed K a sequence's drafts depend on its own tokens only, so each concurrent request
 // drafts and accepts exactly as many tokens as it does alone: a draft cache mixed up between
-// sequences would lower acceptance without changing a single token.
-TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) {
+// sequences would lower acceptance without changing a single token. `ks`: each request's own
+// K (RequestParams::spec_k; -1: the server's `server_k`).
+void ExpectEachDraftsAsAlone(int server_k, const std::vector<int>& ks) {
   Topology s("whole");
   runtime::ThreadPool draft_pool(1);
   auto draft_model = model::LlamaModel::Load(TheEnv().dir / "draft.gguf").value();
@@ -204,12 +205,13 @@ TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) {
                  kernels::BestKernels(), draft_pool, nullptr);
   pipeline::ModelDrafter drafter(draft);
   std::vector<RequestParams> requests;
-  for (int i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < ks.size(); ++i) {
     RequestParams r;
-    r.prompt = Prompt(5 + 3 * i, 40 + i);
+    r.prompt = Prompt(5 + 3 * static_cast<int>(i), 40 + static_cast<int>(i));
     r.max_tokens = 30;
     r.stop_at_eog = false;
     r.speculate = true;
+    r.spec_k = ks[i];
     requests.push_back(std::move(r));
   }
   std::vector<pipeline::GenerateStats> alone(requests.size());
@@ -218,7 +220,7 @@ TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) {
     g.max_tokens = requests[i].max_tokens;
     g.prefill_chunk = 8;
     g.drafter = &drafter;
-    g.spec_k = 3;
+    g.spec_k = ks[i] >= 0 ? ks[i] : server_k;
     ASSERT_TRUE(pipeline::Generate(*s.p, 0, requests[i].prompt, g, nullptr, &alone[i]).ok());
   }
   SchedulerOptions o;
@@ -226,8 +228,9 @@ TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) {
   o.seq_capacity = kCapacity;
   o.prefill_chunk = 8;
   o.drafter = &drafter;
-  o.spec_k = 3;
+  o.spec_k = server_k;
   Scheduler sched(*s.p, o);
+  const int k_start = sched.metrics().spec_k_start;
   std::vector<std::shared_ptr<Request>> live;
   for (const auto& r : requests) live.push_back(sched.Submit(r).value());
   int accepted = 0, drafted = 0;
@@ -235,12 +238,20 @@ TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) {
     Collect(*live[i]);
     EXPECT_EQ(live[i]->drafted(), alone[i].drafted) << "request " << i;
     EXPECT_EQ(live[i]->accepted(), alone[i].accepted) << "request " << i;
+    EXPECT_EQ(live[i]->verifies(), alone[i].verifies) << "request " << i;
+    EXPECT_EQ(live[i]->last_k(), alone[i].k_chosen.back()) << "request " << i;
     accepted += live[i]->accepted();
     drafted += live[i]->drafted();
   }
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);
+  // Requests that chose their own K leave what the server's own kind starts from alone.
+  if (std::all_of(ks.begin(), ks.end(), [&](int k) { return k >= 0 && k != server_k; })) {
+    EXPECT_EQ(sched.metrics().spec_k_start, k_start);
+  }
 }
+
+TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) { ExpectEachDraftsAsAlone(3, {-1, -1, -1, -1}); }
 
 // Drafts a token the model never generates here, and takes a while per draft: speculation
 // can only lose, so an adaptive K falls to 0 (plain decoding, a 1-token probe every 8 steps).
@@ -289,6 +300,24 @@ TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
   EXPECT_GE(first->drafted(), 3 + 4 + 1);
   EXPECT_LE(second->drafted(), r.max_tokens / 8 + 1);
   EXPECT_LT(second->drafted(), first->drafted());
+}
+
+// A request's own fixed K (`"speculative_k"` over HTTP) on an adaptive server.
+TEST(Scheduler, ARequestCanFixItsOwnK) {
+  ExpectEachDraftsAsAlone(0, {1, 2, 4, 6});
+  Topology s("whole");
+  UselessDrafter drafter(1);
+  SchedulerOptions o;
+  o.seq_capacity = kCapacity;
+  o.drafter = &drafter;
+  o.spec_k_max = 6;
+  Scheduler sched(*s.p, o);
+  RequestParams r;
+  r.prompt = Prompt(6, 77);
+  r.spec_k = 7;
+  const auto refused = sched.Submit(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "the request's K must be 0 (adaptive) to 6 (this server's --spec-k-max), is 7");
 }
 
 TEST(Scheduler, RefusesWhatCannotFitAndBoundsTheQueue) {

@@ -96,8 +96,17 @@ test("daisy serve --draft: concurrent requests get exactly their plain text; usa
     if (jobs[i].speculative) {
       assert.ok(details.accepted_prediction_tokens + details.rejected_prediction_tokens > 0);
       accepted += details.accepted_prediction_tokens;
+      const spec = got[i].json.usage.speculative;  // daisy's per-request report
+      assert.equal(spec.accepted, details.accepted_prediction_tokens);
+      assert.equal(spec.drafted, details.accepted_prediction_tokens + details.rejected_prediction_tokens);
+      assert.ok(spec.verifies > 0 && spec.verifies < jobs[i].max_tokens);
+      assert.equal(spec.acceptance, spec.accepted / spec.drafted);
+      assert.equal(spec.tokens_per_verify, (spec.accepted + spec.verifies) / spec.verifies);
+      assert.equal(spec.k_mean, spec.drafted / spec.verifies);
+      assert.ok(spec.k_last >= 1 && spec.k_last <= 12, `k_last ${spec.k_last}`);
     } else {
       assert.equal(details, undefined, "a request with speculative: false drafts nothing");
+      assert.equal(got[i].json.usage.speculative, undefined);
     }
   }
   const metrics = await (await fetch(`${base}/metrics`)).text();
@@ -111,6 +120,23 @@ test("daisy serve --draft: concurrent requests get exactly their plain text; usa
   const bad = await post({prompt: "x", speculative: "yes"});
   assert.equal(bad.status, 400);
   assert.match(bad.json.error.message, /'speculative' must be a boolean/);
+  // A request's own fixed K: every verify drafts that many (but the last one or two, with fewer
+  // tokens left), the text is still the plain one, and the K adaptive requests start from is
+  // untouched.
+  const ownK = kStart === 2 ? 3 : 2;
+  const fixed = await post({prompt: PROMPTS[0], max_tokens: 40, temperature: 0, speculative_k: ownK});
+  assert.equal(fixed.status, 200);
+  assert.equal(fixed.json.choices[0].text, want[0]);
+  const fs = fixed.json.usage.speculative;
+  assert.ok(fs.k_mean <= ownK && fs.k_mean > ownK - 1 && fs.k_last <= ownK, JSON.stringify(fs));
+  const after = await (await fetch(`${base}/metrics`)).text();
+  assert.equal(Number(after.split("\n").find((l) => l.startsWith("daisy_speculative_k_start ")).split(" ")[1]), kStart);
+  for (const k of [13, -1, 2.5, "2"]) {
+    const r = await post({prompt: "x", speculative_k: k});
+    assert.equal(r.status, 400, `speculative_k ${k}`);
+    assert.equal(r.json.error.message, "'speculative_k' must be an integer from 0 (adaptive) to 12 (the server's --spec-k-max)");
+    assert.equal(r.json.error.param, "speculative_k");
+  }
   server.proc.kill("SIGTERM");
   worker.proc.kill("SIGTERM");
 });
