@@ -9,7 +9,9 @@
 //   node bench/speculative.mjs [--shape 1b] [--scales 0.05,0.1,0.2] [--draft-layers 1]
 //                              [--delays 0,50] [--ks 2,4,8] [--rounds 2] [--gen 64]
 //                              [--one-node 1] [--lookup 1] [--prompts 1] [--dir /tmp/daisy-bench]
-// (--one-node 0 / --lookup 0 leave out the one-node runs / the prompt lookup runs.)
+// (--one-node 0 / --lookup 0 leave out the one-node runs / the prompt lookup runs; --draft 0
+// leaves out the draft model's runs, for prompt lookup alone. Prompt lookup runs on one node and
+// at every delay.)
 // --prompts N: round r generates from prompt r mod N (every mode the same prompt within a
 // round). One 64-token greedy text favours whichever fixed K happens to line up with where the
 // draft and the target part ways; over several texts the best fixed K is the one a user could
@@ -32,6 +34,7 @@ const genLen = Number(args.gen ?? 64);
 const dir = args.dir ?? "/tmp/daisy-bench";
 const oneNode = (args["one-node"] ?? "1") !== "0";
 const withLookup = (args.lookup ?? "1") !== "0";
+const withDraft = (args.draft ?? "1") !== "0";
 const nPrompts = Math.max(1, Number(args.prompts ?? 1));
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
@@ -76,7 +79,7 @@ async function benchPair(scale) {
     for (const m of Object.keys(modes)) runs[w][m] = {tok_s: [], seconds: 0, acceptance: [], tokens_per_forward: [], k_chosen: []};
     runOnce(w, "plain");  // warm-up
   }
-  for (let r = 0; r < rounds; r++) {
+  for (let r = 0; r < (withDraft ? rounds : 0); r++) {
     for (const w of Object.keys(where)) {
       const ms = Object.keys(modes);
       if (r % 2 === 1) ms.reverse();
@@ -95,23 +98,31 @@ async function benchPair(scale) {
       }
     }
   }
-  // Prompt lookup on repetitive ids, one node and 2 stages without delay.
+  // Prompt lookup on repetitive ids, on one node and at every delay; plain and lookup alternate.
   const lookup = {};
-  for (const w of withLookup ? Object.keys(where).slice(0, 2) : []) {
+  for (const w of withLookup ? Object.keys(where) : []) {
     const plain = [], look = [];
-    let acc = 0;
+    let last = null;
+    const one = (spec) => daisy(["run", ...where[w], ...spec, "--ids", repetitive, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
     for (let r = 0; r < rounds; r++) {
-      plain.push(daisy(["run", ...where[w], "--ids", repetitive, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0).decode_tok_s);
-      const j = daisy(["run", ...where[w], "--lookup", "--ids", repetitive, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
-      look.push(j.decode_tok_s);
-      acc = j.speculative.acceptance;
+      for (const m of r % 2 === 0 ? ["plain", "lookup"] : ["lookup", "plain"]) {
+        if (m === "plain") {
+          plain.push(one([]).decode_tok_s);
+        } else {
+          last = one(["--lookup"]);
+          look.push(last.decode_tok_s);
+        }
+      }
+      log(`lookup ${w} round ${r + 1}: plain ${plain[r].toFixed(2)}, lookup ${look[r].toFixed(2)} tok/s, acceptance ${(100 * last.speculative.acceptance).toFixed(0)}%`);
     }
-    lookup[w] = {plain_tok_s: stats(plain), lookup_tok_s: stats(look), acceptance: acc};
+    lookup[w] = {plain_tok_s: stats(plain), lookup_tok_s: stats(look), speedup_median: stats(look).median / stats(plain).median,
+                 acceptance: last.speculative.acceptance, tokens_per_forward: last.speculative.tokens_per_forward,
+                 k_chosen: last.speculative.k_chosen.slice(0, 16)};
   }
   worker.proc.kill("SIGTERM");
   for (const p of extra) p.proc.kill("SIGTERM");
   const summary = {};
-  for (const [w, byMode] of Object.entries(runs)) {
+  for (const [w, byMode] of withDraft ? Object.entries(runs) : []) {
     summary[w] = {};
     const plain = stats(byMode.plain.tok_s).median;
     for (const [m, x] of Object.entries(byMode)) {

@@ -1,7 +1,8 @@
 // Markdown tables (as in docs/benchmarks.md) from the JSON that bench/speculative.mjs or
 // bench/serve.mjs printed: median (min–max) tok/s per configuration and mode, the speedup over
 // plain, and for speculation the acceptance, tokens per verify, adaptive over the best fixed K
-// and the K the adaptive controller chose.
+// and the K the adaptive controller chose; for serve with --request-ks, adaptive over the best
+// fixed K per server and users.
 //
 //   node bench/speculative.mjs ... > out/spec.json && node bench/tables.mjs out/spec.json
 import fs from "node:fs";
@@ -12,7 +13,16 @@ const cell = (s) => `${r2(s.median)} (${r2(s.min)}–${r2(s.max)})`;
 if (j.bench === "speculative") {
   const many = (j.prompts ?? 1) > 1;
   for (const p of j.pairs) {
+    if (p.lookup && Object.keys(p.lookup).length) {
+      console.log(`\nprompt lookup on repetitive ids (extra scale ${p.extra_scale}'s target)`);
+      console.log(`| where | plain | lookup | × | acceptance | tokens per forward | K chosen (first 16) |`);
+      console.log(`|---|---|---|---|---|---|---|`);
+      for (const [w, x] of Object.entries(p.lookup)) {
+        console.log(`| ${w} | ${cell(x.plain_tok_s)} | ${cell(x.lookup_tok_s)} | ${r2(x.lookup_tok_s.median / x.plain_tok_s.median)} | ${(100 * x.acceptance).toFixed(0)}% | ${x.tokens_per_forward !== undefined ? r2(x.tokens_per_forward) : ""} | ${(x.k_chosen || []).join(",")} |`);
+      }
+    }
     const ws = Object.entries(p.results);
+    if (!ws.length) continue;
     const modes = Object.keys(ws[0][1]);
     console.log(`\nextra scale ${p.extra_scale}`);
     console.log(`| where | ${modes.map((m) => `${m} | ×`).join(" | ")} | acceptance (adaptive) | tokens per verify (adaptive) | adaptive / best fixed | paired |${many ? " over all prompts |" : ""} K chosen (adaptive, first 16) |`);
@@ -32,9 +42,24 @@ if (j.bench === "speculative") {
 } else {
   for (const m of j.results) {
     console.log(`\n${m.model} draft ${m.draft}`);
-    console.log(`| server | users | aggregate tok/s | per-user decode tok/s | TTFT s | acceptance |`);
-    console.log(`|---|---|---|---|---|---|`);
+    console.log(`| server | users | aggregate tok/s | per-user decode tok/s | TTFT s | acceptance | K (mean per verify) | over all rounds |`);
+    console.log(`|---|---|---|---|---|---|---|---|`);
     for (const [k, byU] of Object.entries(m.results)) for (const [u, x] of Object.entries(byU))
-      console.log(`| ${k} | ${u} | ${cell(x.aggregate_tok_s)} | ${cell(x.per_user_tok_s)} | ${r2(x.ttft_s.median)} | ${x.acceptance !== undefined ? (100 * x.acceptance).toFixed(0) + "%" : ""} |`);
+      console.log(`| ${k} | ${u} | ${cell(x.aggregate_tok_s)} | ${cell(x.per_user_tok_s)} | ${r2(x.ttft_s.median)} | ${x.acceptance !== undefined ? (100 * x.acceptance).toFixed(0) + "%" : ""} | ${x.k_mean !== undefined ? r2(x.k_mean) : ""} | ${x.mean_tok_s !== undefined ? r2(x.mean_tok_s) : ""} |`);
+    // With requests that fixed their own K: adaptive (+spec) over the best of them, per server
+    // and users, by the mean over all rounds (total tokens over total time).
+    const servers = Object.keys(m.results).filter((k) => !k.includes("+"));
+    const fixed = (srv) => Object.keys(m.results).filter((k) => k.startsWith(`${srv}+k`));
+    if (servers.some((srv) => fixed(srv).length && m.results[`${srv}+spec`])) {
+      console.log(`\n| server | users | adaptive | best fixed K | adaptive / best fixed |`);
+      console.log(`|---|---|---|---|---|`);
+      for (const srv of servers) {
+        if (!fixed(srv).length || !m.results[`${srv}+spec`]) continue;
+        for (const [u, x] of Object.entries(m.results[`${srv}+spec`])) {
+          const [bk, bx] = fixed(srv).map((k) => [k, m.results[k][u]]).reduce((a, b) => (b[1].mean_tok_s > a[1].mean_tok_s ? b : a));
+          console.log(`| ${srv} | ${u} | ${r2(x.mean_tok_s)} | ${bk.split("+")[1]}: ${r2(bx.mean_tok_s)} | ${(x.mean_tok_s / bx.mean_tok_s).toFixed(3)} |`);
+        }
+      }
+    }
   }
 }
