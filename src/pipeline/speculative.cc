@@ -15,7 +15,10 @@ Status LookupDrafter::Propose(int32_t, std::span<const int32_t> history, int k, 
     // The most recent earlier occurrence: its continuation is the likeliest to repeat.
     for (int at = n - g - 1; at >= 0; --at) {
       if (!std::equal(suffix.begin(), suffix.end(), history.begin() + at)) continue;
-      for (int i = at + g; i < n && static_cast<int>(draft.size()) < k; ++i) draft.push_back(history[i]);
+      // Past the end of the history the continuation is the draft itself: the match is `n - at - g`
+      // tokens back, and a text that repeats with that period keeps repeating (a loop shorter
+      // than K still fills the draft).
+      for (int i = at + g; static_cast<int>(draft.size()) < k; ++i) draft.push_back(i < n ? history[i] : draft[i - n]);
       q.resize(draft.size());  // point masses
       return Status::Ok();
     }

@@ -40,8 +40,8 @@ class Drafter {
 };
 
 // Prompt lookup: the continuation of the most recent earlier occurrence of the longest suffix
-// (max_ngram down to min_ngram tokens) of the history. Needs no model; drafts are certain
-// (point masses).
+// (max_ngram down to min_ngram tokens) of the history, K tokens, read on past the history's end
+// as a repeat with the match's period. Needs no model; drafts are certain (point masses).
 class LookupDrafter : public Drafter {
  public:
   explicit LookupDrafter(int max_ngram = 3, int min_ngram = 1) : max_ngram_(max_ngram), min_ngram_(min_ngram) {}

@@ -129,6 +129,26 @@ TEST(Speculative, GreedyWithADraftModelIsIdenticalOverLoopback) { ExpectGreedyId
 TEST(Speculative, GreedyWithPromptLookupIsIdenticalOnTheWholeModel) { ExpectGreedyIdentical("whole", true); }
 TEST(Speculative, GreedyWithPromptLookupIsIdenticalOverLoopback) { ExpectGreedyIdentical("remote", true); }
 
+TEST(Speculative, PromptLookupDraftsTheMostRecentMatchAndRepeatsAShortLoop) {
+  LookupDrafter lookup;
+  std::vector<int32_t> draft;
+  std::vector<DraftDistribution> q;
+  const auto propose = [&](std::vector<int32_t> history, int k) {
+    EXPECT_TRUE(lookup.Propose(0, history, k, {}, draft, q).ok());
+    EXPECT_EQ(q.size(), draft.size());
+    return draft;
+  };
+  // The longest matching suffix ("6 7") wins over a more recent shorter one ("7", followed by 2).
+  EXPECT_EQ(propose({5, 6, 7, 8, 9, 1, 7, 2, 6, 7}, 3), (std::vector<int32_t>{8, 9, 1}));
+  EXPECT_EQ(propose({1, 2, 3, 4, 9, 2, 3, 4, 8, 1, 2, 3, 4}, 2), (std::vector<int32_t>{8, 1}));
+  // A loop of period 3 drafts K tokens, read on as the loop.
+  EXPECT_EQ(propose({9, 1, 2, 3, 1, 2, 3, 1}, 7), (std::vector<int32_t>{2, 3, 1, 2, 3, 1, 2}));
+  EXPECT_EQ(propose({4, 4}, 5), (std::vector<int32_t>{4, 4, 4, 4, 4}));
+  // Nothing matches: no drafts.
+  EXPECT_TRUE(propose({1, 2, 3}, 4).empty());
+  EXPECT_TRUE(propose({1}, 4).empty());
+}
+
 TEST(Speculative, ADraftCatchesUpOnALongPromptInChunks) {
   // 150 prompt tokens: more than the draft pipeline's 64 rows per forward.
   Topology target("whole");
