@@ -6,8 +6,13 @@
 // then replays at each --delays D: every verify (and plain decode) costs 2·D ms more, a round
 // trip through 2 stages with D ms per hop. Prints one JSON object (last line).
 //
+// --verify-ms T0,T1,... and --draft-ms D replay with given costs instead of measuring them (the
+// costs of another host, or of this one measured before); --reuse-traces 1 replays the texts
+// recorded by an earlier run instead of recording them again.
+//
 //   node bench/kreplay.mjs [--shape 8b] [--scales 0.02,0.003] [--prompts 3] [--gen 64]
 //                          [--delays 0,10,50,100] [--time-ks 6] [--seeds 20] [--dir /tmp/daisy-bench]
+//                          [--verify-ms 332,367,392 --draft-ms 35] [--reuse-traces 1]
 import fs from "node:fs";
 import path from "node:path";
 import {spawnSync} from "node:child_process";
@@ -35,7 +40,10 @@ const draft = path.join(dir, `${shape}-spec-draft1.gguf`);
 const run = (model, extra, ids) =>
   daisy(["run", "-m", model, ...extra, "--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
 
-let verifyMs = null, draftMs = null;
+let verifyMs = args["verify-ms"] ? String(args["verify-ms"]).split(",").map(Number) : null;
+let draftMs = args["draft-ms"] !== undefined ? Number(args["draft-ms"]) : null;
+if ((verifyMs === null) !== (draftMs === null)) throw new Error("--verify-ms and --draft-ms go together");
+const reuse = (args["reuse-traces"] ?? "0") !== "0";
 const out = [];
 for (const scale of scales) {
   const target = path.join(dir, `${shape}-spec-${scale}.gguf`);
@@ -54,6 +62,10 @@ for (const scale of scales) {
   const traces = [];
   for (let p = 0; p < nPrompts; p++) {
     const f = path.join(dir, `${shape}-spec-${scale}-trace-p${p}-n${genLen}.json`);
+    if (reuse && fs.existsSync(f)) {
+      traces.push(f);
+      continue;
+    }
     const j = run(target, ["--draft", draft, "--spec-k", "12"], prompts[p]);
     fs.writeFileSync(f, JSON.stringify(j));
     log(`s=${scale} prompt ${p}: acceptance ${(100 * j.speculative.acceptance).toFixed(0)}% at K=12`);
@@ -70,4 +82,4 @@ for (const scale of scales) {
   }
   out.push({extra_scale: Number(scale), results: byDelay});
 }
-console.log(JSON.stringify({bench: "kreplay", shape, prompts: nPrompts, gen: genLen, pairs: out}));
+console.log(JSON.stringify({bench: "kreplay", shape, prompts: nPrompts, gen: genLen, verify_ms: verifyMs, draft_ms: draftMs, pairs: out}));

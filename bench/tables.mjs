@@ -39,6 +39,13 @@ if (j.bench === "speculative") {
       console.log(`| ${w} | ${modes.map((m) => `${cell(r[m].tok_s)} | ${r2(r[m].speedup_median)}`).join(" | ")} | ${(100 * r.adaptive.acceptance).toFixed(0)}% | ${r2(r.adaptive.tokens_per_forward)} | ${r2(r.adaptive.tok_s.median / best.tok_s.median)} (${bestK}) | ${r2(ratios[Math.floor(ratios.length / 2)])} |${overAll} ${(r.adaptive.k_chosen || []).slice(0, 16).join(",")} |`);
     }
   }
+} else if (j.bench === "kreplay") {
+  console.log(`verify ms ${j.verify_ms?.map((x) => x.toFixed(0)).join(", ")}; draft ${j.draft_ms?.toFixed(1)} ms a token`);
+  console.log(`| pair | per hop | plain | best fixed K | adaptive, cold | × best | adaptive, warm | × best |`);
+  console.log(`|---|---|---|---|---|---|---|---|`);
+  for (const p of j.pairs) for (const [d, x] of Object.entries(p.results)) {
+    console.log(`| ${p.extra_scale} | ${d} | ${r2(x.plain_tok_s)} | K = ${x.best_fixed_k}: ${r2(x.best_fixed_tok_s)} | ${r2(x.cold_tok_s)} | ${x.cold_over_best.toFixed(3)} | ${r2(x.warm_tok_s)} | ${x.warm_over_best.toFixed(3)} |`);
+  }
 } else {
   for (const m of j.results) {
     console.log(`\n${m.model} draft ${m.draft}`);
