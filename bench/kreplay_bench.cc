@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/speculative.h"
+#include "pipeline/kcontroller_sim.h"
 
 namespace {
 
@@ -69,21 +69,11 @@ double Replay(const std::vector<bool>& text, const Costs& c, int fixed_k, int k_
   if (learned != nullptr && learned->has_value()) k_control.StartFrom(**learned);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-0.5, 0.5);
-  const int n = static_cast<int>(text.size());
-  double ms = 0;
-  int pos = 1;
-  while (pos < n) {
-    const int k = std::max(0, std::min(k_control.Choose(), n - pos - 1));
-    if (k > 0) k_control.Drafted(k, k * c.draft_ms / 1000);
-    int accepted = 0;
-    while (accepted < k && text[pos + accepted]) ++accepted;
-    const double t = c.Verify(k) * (1 + c.noise * u(rng));
-    k_control.Verified(k, accepted, t / 1000);
-    ms += t + k * c.draft_ms;
-    pos += accepted + 1;
-  }
+  const double seconds = daisy::pipeline::GenerateText(
+      k_control, text, 1, static_cast<int>(text.size()), c.draft_ms / 1000,
+      [&](int k) { return c.Verify(k) * (1 + c.noise * u(rng)) / 1000; });
   if (learned != nullptr) *learned = k_control;
-  return ms;
+  return seconds * 1000;
 }
 
 }  // namespace

@@ -119,7 +119,7 @@ TEST(Kernels, EveryTableMatchesScalarOnAwkwardSizes) {
       for (const auto& shape : shapes) {
         const int64_t rows = shape[0], cols = shape[1];
         const TestMatrix m = MakeMatrix(type, rows, cols, static_cast<uint32_t>(rows * cols));
-        for (int n_rows : {1, 2, 3, 5, 7}) {
+        for (int n_rows : {1, 2, 3, 4, 5, 7, 8, 9, 13}) {
           const TestActs a = MakeActs(type, n_rows, cols, static_cast<uint32_t>(n_rows + cols));
           const std::vector<float> want = RunMatmul(ScalarKernels(), m, a, n_rows, 0, rows);
           const std::vector<float> got = RunMatmul(*table, m, a, n_rows, 0, rows);
@@ -141,7 +141,7 @@ TEST(Kernels, BatchInvariantInEveryTable) {
     for (WeightType type : kTypes) {
       const int64_t rows = 37, cols = 288;
       const TestMatrix m = MakeMatrix(type, rows, cols, 11);
-      const int n_rows = 7;
+      const int n_rows = 17;  // several passes over the weights in every table (8 rows at most per pass)
       const TestActs all = MakeActs(type, n_rows, cols, 12);
       const std::vector<float> batched = RunMatmul(*table, m, all, n_rows, 0, rows);
       for (int r = 0; r < n_rows; ++r) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "pipeline/kcontroller_sim.h"
 #include "pipeline/speculative.h"
 
 namespace daisy::pipeline {
@@ -155,18 +156,8 @@ double RateOnText(const Sim& sim, const std::vector<bool>& text, int n, int fixe
   if (learned != nullptr && learned->has_value()) c.StartFrom(**learned);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0, 1);
-  double seconds = 0;
-  int pos = 0;
-  while (pos < n) {
-    const int k = std::min(c.Choose(), n - pos - 1);
-    if (k > 0) c.Drafted(k, k * sim.t_draft);
-    int accepted = 0;
-    while (accepted < k && text[pos + accepted]) ++accepted;
-    const double t = sim.Verify(k) * (1 + sim.noise * (u(rng) - 0.5));
-    c.Verified(k, accepted, t);
-    seconds += t + k * sim.t_draft;
-    pos += accepted + 1;
-  }
+  const double seconds = GenerateText(c, text, 0, n, sim.t_draft,
+                                      [&](int k) { return sim.Verify(k) * (1 + sim.noise * (u(rng) - 0.5)); });
   if (learned != nullptr) *learned = c;
   return n / seconds;
 }

@@ -93,7 +93,11 @@ template <WeightType kType>
 void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
-  constexpr int kMaxRX = 6;
+  // Up to 8 activation rows per pass over a row group (8 float and 8 integer accumulators of
+  // the 32 registers). More rows are split into passes of nearly equal size: 9 rows as 5 + 4,
+  // not 8 + 1, since a pass of one row pays the whole unpacking of the weights for one dot.
+  constexpr int kMaxRX = 8;
+  const int passes = (n_rows + kMaxRX - 1) / kMaxRX;
   // Row groups in blocks of about 256 KiB of weights, which stay in L2 while every activation
   // row passes over them: a long prompt reads each weight from memory once.
   constexpr int64_t kGroupBytes = (kType == WeightType::kQ4_0 ? 256 : 512) + 32;
@@ -101,14 +105,16 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       std::max<int64_t>(1, (256 << 10) / (kGroupBytes * (w.cols / kQBlock)));
   for (int64_t gb = g_begin; gb < g_end; gb += per_block) {
     const int64_t ge = std::min(g_end, gb + per_block);
-    for (int r = 0; r < n_rows; r += kMaxRX) {
+    for (int p = 0, r = 0; p < passes; ++p) {
       ActQ8View x[kMaxRX];
-      const int n = n_rows - r >= kMaxRX ? kMaxRX : n_rows - r;
+      const int n = n_rows / passes + (p < n_rows % passes ? 1 : 0);
       for (int j = 0; j < n; ++j) {
         x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
       }
       for (int64_t g = gb; g < ge; ++g) {
         switch (n) {
+          case 8: GroupTile<kType, 8>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 7: GroupTile<kType, 7>(w, x, g, y, y_stride, r, o_begin, o_end); break;
           case 6: GroupTile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
           case 5: GroupTile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
           case 4: GroupTile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end); break;
@@ -117,6 +123,7 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
           default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
         }
       }
+      r += n;
     }
   }
 }
