@@ -171,8 +171,7 @@ bool Scheduler::Admit() {
     s->group = static_cast<int>(std::min_element(members.begin(), members.end()) - members.begin());
     s->history = r->params().prompt;
     if (o_.drafter != nullptr && r->params().speculate) {
-      const int k = r->params().spec_k >= 0 ? r->params().spec_k : o_.spec_k;
-      s->k = std::make_unique<pipeline::KController>(k, o_.spec_k_max);
+      s->k = std::make_unique<pipeline::KController>(SpecK(r->params()), o_.spec_k_max);
       // StartFrom ignores a controller of another kind (fixed K against adaptive).
       if (learned_k_) s->k->StartFrom(*learned_k_);
     }
@@ -328,9 +327,9 @@ Status Scheduler::FinishOldest() {
     } else if (s.k) {
       s.k->Verified(0, 0, Since(b.started));
     }
-    // What the next request of the server's own kind starts from: a request that chose its own K
-    // (`spec_k`) leaves it alone.
-    if (s.k && (s.req->params().spec_k < 0 || s.req->params().spec_k == o_.spec_k)) {
+    // What the next request of the server's own kind starts from: a request that chose another K
+    // leaves it alone.
+    if (s.k && SpecK(s.req->params()) == o_.spec_k) {
       learned_k_ = *s.k;
       std::lock_guard lock(mu_);
       metrics_.spec_k_start = s.k->current_k();

@@ -157,6 +157,8 @@ class Scheduler {
   bool Admit();                       // moves queued requests into free slots
   Result<bool> StartBatch(int group);  // false when the group has nothing to run
   Status FinishOldest();               // waits for the oldest micro-batch and applies it
+  // A request's K: its own (`spec_k` >= 0), else the server's (0: adaptive).
+  int SpecK(const RequestParams& p) const { return p.spec_k >= 0 ? p.spec_k : o_.spec_k; }
   void Sweep();                        // ends cancelled sequences, releases finished ones
   void Fail(const Status& why);        // the oldest micro-batch (or the whole ring) failed
   void End(Seq& s, Finish f, Status error = Status::Ok());
