@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "pipeline/kcontroller_sim.h"
@@ -181,28 +182,37 @@ double AdaptiveOverBestFixed(const Sim& sim, int n, double p_follow, double p_ga
 }
 
 // The 8B pairs: followed stretches of ~20 tokens at 97%, gaps of ~5 at 40%; one node (verify
-// rows dear) and 2 stages behind 50 ms links (rows cheap against the round trip).
+// rows dear: the AVX2 host's measured times) and 2 stages behind 50 ms links (rows cheap
+// against the round trip). On the node the best K is 1-2, and over 64 tokens a cold start at
+// kStartK = 4 pays for starting above it (0.93-0.95 of the best; 0.96 when it started at 3):
+// the price of reaching high best K quickly elsewhere (docs/speculative.md, "Why start at 4").
 TEST(KController, NearTheBestFixedKOnTextsThatComeInRuns) {
   const Sim node{.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {343, 348, 440, 587, 687, 769}};
   const Sim links{.t0 = 0, .t_row = 60, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {450, 460, 520, 580, 640, 700}};
-  for (const Sim& sim : {node, links}) {
-    EXPECT_GT(AdaptiveOverBestFixed(sim, 64, 0.97, 0.4, 0.95, 0.8), 0.95);
-    EXPECT_GT(AdaptiveOverBestFixed(sim, 256, 0.97, 0.4, 0.95, 0.8), 0.98);
-    EXPECT_GT(AdaptiveOverBestFixed(sim, 64, 0.9, 0.3, 0.9, 0.7), 0.95);
-    EXPECT_GT(AdaptiveOverBestFixed(sim, 256, 0.9, 0.3, 0.9, 0.7), 0.98);
+  for (const Sim* sim : {&node, &links}) {
+    const double short_bound = sim == &node ? 0.93 : 0.95;
+    EXPECT_GT(AdaptiveOverBestFixed(*sim, 64, 0.97, 0.4, 0.95, 0.8), short_bound);
+    EXPECT_GT(AdaptiveOverBestFixed(*sim, 256, 0.97, 0.4, 0.95, 0.8), 0.98);
+    EXPECT_GT(AdaptiveOverBestFixed(*sim, 64, 0.9, 0.3, 0.9, 0.7), short_bound);
+    EXPECT_GT(AdaptiveOverBestFixed(*sim, 256, 0.9, 0.3, 0.9, 0.7), 0.98);
   }
 }
 
 // A short generation spends a good part of its verifies finding K; a request that starts from
-// the previous request's controller (daisy serve) does not, and gets closer to the best fixed K.
+// the previous request's controller (daisy serve) does not, and gets closer to the best fixed K
+// where the start is far from it (the node: best K 1-2). Behind the links a cold start is
+// already within 2%, and a warm one must not lose more than noise there.
 TEST(KController, AWarmStartFromTheLastSequenceGetsShortTextsCloserToTheBestFixedK) {
   const Sim node{.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {343, 348, 440, 587, 687, 769}};
   const Sim links{.t0 = 0, .t_row = 60, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {450, 460, 520, 580, 640, 700}};
-  for (const Sim& sim : {node, links}) {
+  for (const Sim* sim : {&node, &links}) {
     for (const double p_follow : {0.97, 0.9}) {
-      const double cold = AdaptiveOverBestFixed(sim, 64, p_follow, 0.4, 0.95, 0.8);
-      const double warm = AdaptiveOverBestFixed(sim, 64, p_follow, 0.4, 0.95, 0.8, true);
-      EXPECT_GT(warm, cold);
+      const double cold = AdaptiveOverBestFixed(*sim, 64, p_follow, 0.4, 0.95, 0.8);
+      const double warm = AdaptiveOverBestFixed(*sim, 64, p_follow, 0.4, 0.95, 0.8, true);
+      if (sim == &node) {
+        EXPECT_GT(warm, cold + 0.03);
+      }
+      EXPECT_GT(warm, cold - 0.01);
       EXPECT_GT(warm, 0.97);
     }
   }
@@ -251,15 +261,39 @@ TEST(KController, FallsBackToPlainDecodingWhenDraftsAreUseless) {
   EXPECT_LT(probes, 20);
 }
 
+// The second verify explores from kStartK the way the first points: every draft taken, up two;
+// all but the last, up one; fewer, down one; and only within 0 .. k_max.
+TEST(KController, ExploresTheWayTheFirstVerifyPoints) {
+  const int s = KController::kStartK;
+  for (const auto& [k_max, accepted, second] :
+       std::vector<std::tuple<int, int, int>>{{12, s, s + 2}, {12, s - 1, s + 1}, {12, s - 2, s - 1}, {12, 0, s - 1},
+                                              {s + 1, s, s + 1}, {s, s, s - 1}, {1, 1, 0}, {1, 0, 0}}) {
+    KController c(0, k_max);
+    const int k = c.Choose();
+    ASSERT_EQ(k, std::min(s, k_max));
+    c.Drafted(k, 0.01 * k);
+    c.Verified(k, accepted, 0.3);
+    EXPECT_EQ(c.Choose(), second) << "k_max " << k_max << ", " << accepted << " of " << k << " taken";
+  }
+}
+
 TEST(KController, ClimbsOneStepAtATime) {
   KController c(0, 12);
   int k = c.Choose();
   EXPECT_EQ(k, KController::kStartK);
   for (int i = 0; i < 20; ++i) {
+    if (i == 0) {  // the exploring second verify: up two after a verify that took every draft
+      c.Drafted(k, 0.001 * k);
+      c.Verified(k, k, 0.1 + 0.001 * k);
+      k = c.Choose();
+      EXPECT_EQ(k, KController::kStartK + 2);
+      continue;
+    }
     c.Drafted(k, 0.001 * k);
     c.Verified(k, k, 0.1 + 0.001 * k);  // every draft accepted, rows nearly free
     const int next = c.Choose();
     EXPECT_LE(next, k + 1) << "step " << i;
+    EXPECT_GE(next, k) << "step " << i;
     k = next;
   }
   EXPECT_EQ(k, 12);  // and reaches k_max when that pays

@@ -180,8 +180,12 @@ int KController::Choose() {
   for (const Timing& t : verify_) measured += t.n > 0;
   if (measured == 0) return k_;
   if (measured == 1 && verify_[k_].n > 0) {
-    // Explore: a second K gives the cost a slope.
-    k_ = k_ < k_max_ ? k_ + 1 : k_ - 1;
+    // Explore: a second K gives the cost a slope. Which way, and how far, the first verify
+    // tells: every draft taken, up two; all but the last, up one; fewer, down one.
+    const int step = last_missed_ == 0 ? 2 : last_missed_ == 1 ? 1 : -1;
+    int next = std::clamp(k_ + step, 0, k_max_);
+    if (next == k_) next = k_ < k_max_ ? k_ + 1 : k_ - 1;
+    k_ = next;
     return k_;
   }
   const double a = std::clamp(StateAcceptance(), 0.0, 0.999);
@@ -213,6 +217,7 @@ void KController::Verified(int k, int accepted, double seconds) {
     state_trials_[state_] = state_trials_[state_] * kDecay + tried;
   }
   state_ = k > 0 && accepted == k ? 1 : 0;
+  last_missed_ = k - std::clamp(accepted, 0, k);
 }
 
 void KController::Drafted(int rows, double seconds) {

@@ -85,8 +85,9 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // step is the verify's measured time at that K (a moving average per K; between measured K
 // interpolated, beyond them extrapolated along the least-squares line through them) plus K times
 // the drafter's time per row. K moves to the best of K-2 .. K+1 by E(K) / cost, so it climbs one
-// step at a time and never leaps on one lucky verify; until two K have been measured it
-// explores upwards. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
+// step at a time and never leaps on one lucky verify. The first verify drafts kStartK; the
+// second explores (so two K are measured): up two if the first took every draft, up one if all
+// but the last, else down one. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
 // alive. A fixed K skips all this.
 //
 // Acceptance comes in runs (stretches of text the draft follows, gaps where it does not), so
@@ -96,7 +97,7 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // the overall one. K is one per sequence: in a followed stretch it climbs, at a gap it falls.
 class KController {
  public:
-  static constexpr int kStartK = 3;
+  static constexpr int kStartK = 4;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
   KController(int fixed_k, int k_max);
@@ -123,6 +124,7 @@ class KController {
   double VerifySeconds(int k) const;
   int fixed_, k_max_, k_;
   int state_ = 0;  // 0 after a rejection (or no drafts), 1 after a verify that took every draft
+  int last_missed_ = 0;  // drafts the last verify did not take
   double alpha_ = 0.7;
   double successes_ = 1.4, trials_ = 2;  // overall; the prior: 70% over two drafts
   double state_successes_[2] = {0, 0}, state_trials_[2] = {0, 0};
