@@ -241,6 +241,28 @@ TEST(KController, StartsFromTheKAndTimesAnotherLearned) {
   EXPECT_EQ(other.Choose(), KController::kStartK);
 }
 
+// Where the draft follows on after a full verify but not after a miss (or the reverse), the
+// next sequence starts knowing it: the per-state rates carry over with the rest.
+TEST(KController, AWarmStartCarriesTheRatesAfterAFullVerifyAndAfterAMiss) {
+  KController learned(0, 12);
+  for (int i = 0; i < 20; ++i) {
+    learned.Choose();
+    // After a miss every draft is taken; after a full verify the first draft is rejected.
+    learned.Verified(4, i % 2 == 0 ? 4 : 0, 0.4);
+  }
+  // Its last verify missed: its current state is "after a miss", whose rate is high.
+  const double after_miss = learned.StateAcceptance();
+  ASSERT_GT(after_miss, 0.8);
+  KController next(0, 12);
+  next.StartFrom(learned);
+  EXPECT_NEAR(next.StateAcceptance(), after_miss, 1e-12);  // a new sequence starts "after a miss"
+  next.Verified(4, 4, 0.4);  // a full verify: now the rate after one is low
+  EXPECT_LT(next.StateAcceptance(), 0.3);
+  KController cold(0, 12);
+  cold.Verified(4, 4, 0.4);
+  EXPECT_GT(cold.StateAcceptance(), 0.8);  // a cold start has not seen the pattern
+}
+
 // One slow first verify at a K (a buffer grown, pages touched) must not bar that K for good.
 TEST(KController, AnOutlierDoesNotBarAK) {
   ExpectNearBest({.t0 = 480, .t_row = 45, .t_draft = 28, .a = 0.72, .first_use = 1.6});

@@ -142,6 +142,10 @@ void KController::StartFrom(const KController& other) {
   k_ = other.k_;
   alpha_ = other.alpha_;
   successes_ = 2 * alpha_, trials_ = 2;
+  // How often drafts are taken after a full verify and after a miss is, like the rate itself, a
+  // property of the target/draft pair more than of one text: the decayed counts carry over.
+  std::copy(std::begin(other.state_successes_), std::end(other.state_successes_), state_successes_);
+  std::copy(std::begin(other.state_trials_), std::end(other.state_trials_), state_trials_);
 }
 
 double KController::StateAcceptance() const {

@@ -102,9 +102,10 @@ class KController {
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
   KController(int fixed_k, int k_max);
   // Starts a new sequence from what another sequence's controller learned: the per-K verify
-  // times and the drafter's time (properties of the pipeline and its links), its K, and its
-  // acceptance as a prior worth two drafts. A short generation then skips the exploration
-  // from kStartK. Ignored when the two differ in k_max or fixed K.
+  // times and the drafter's time (properties of the pipeline and its links), its K, its
+  // acceptance as a prior worth two drafts, and its decayed per-state counts (how often drafts
+  // are taken after a full verify and after a miss: properties of the pair). A short generation
+  // then skips the exploration from kStartK. Ignored when the two differ in k_max or fixed K.
   void StartFrom(const KController& other);
   // The K the next Choose() moves from (the K last chosen; kStartK at first), or the fixed K.
   int current_k() const { return fixed_ > 0 ? fixed_ : k_; }
