@@ -13,12 +13,13 @@
 // alternation: adaptive and fixed K on the same server, prompts and links; adaptive requests
 // still start from the last adaptive one's K controller. --prompts N: round r uses prompt set
 // r mod N. A --models entry is a shape (1b, 8b: generated) or a .gguf path (compiled next to
-// it); --servers picks servers.
+// it); --servers picks servers. --ab BIN also starts every server from another daisy binary
+// (an older build: rows `<server>@ab`), measured in the same alternation, for before/after.
 //
 //   node bench/serve.mjs [--models 1b,8b] [--rounds 3] [--users 1,2,4,8] [--prompt 16]
 //                        [--gen 32] [--delays 50] [--servers mono,pipe2,pipe2d50]
 //                        [--draft D.gguf] [--spec-k N] [--request-ks 3,4] [--prompts 1]
-//                        [--dir /tmp/daisy-bench]
+//                        [--ab OLD_DAISY] [--dir /tmp/daisy-bench]
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
@@ -45,6 +46,11 @@ fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b"};
 const {daisy, background} = daisyRunner(bin);
+const runners = [{suffix: "", background}];
+if (args.ab) {
+  if (!fs.existsSync(args.ab)) throw new Error(`--ab ${args.ab}: no such file`);
+  runners.push({suffix: "@ab", background: daisyRunner(args.ab).background});
+}
 
 // One streamed completion; returns {tokens, ttft, decoded, decodeSeconds} (seconds from its own
 // start; decoded: the tokens after the first update, over decodeSeconds). `speculative`: false,
@@ -126,19 +132,21 @@ async function benchModel(name) {
                      "--prefill-chunk", String(promptLen)];
   if (draft) serveArgs.push("--draft", draft, ...(specK ? ["--spec-k", String(specK)] : []));
   const servers = {}, extra = [];
-  if (want("mono")) servers.mono = await background(["serve", "--shard", shard(1, 0), ...serveArgs], 0);
-  if (want("pipe2")) {
-    const worker = await background(["worker", "--shard", shard(2, 1), "--listen", "127.0.0.1:0", "-t", "1"], 1);
-    servers.pipe2 = await background(["serve", "--shard", shard(2, 0), "--workers", `127.0.0.1:${worker.ready.port}`, ...serveArgs], 0);
-    extra.push(worker);
-  }
-  for (const d of delays) {
-    if (!want(`pipe2d${d}`)) continue;
-    // Each delayed pipeline has its own worker (a worker serves one coordinator at a time).
-    const w = await background(["worker", "--shard", shard(2, 1), "--listen", "127.0.0.1:0", "-t", "1"], 1);
-    const p = await background(["proxy", "--listen", "127.0.0.1:0", "--to", `127.0.0.1:${w.ready.port}`, "--delay", String(d)], 1);
-    servers[`pipe2d${d}`] = await background(["serve", "--shard", shard(2, 0), "--workers", `127.0.0.1:${p.ready.port}`, ...serveArgs], 0);
-    extra.push(w, p);
+  for (const {suffix, background} of runners) {
+    if (want("mono")) servers[`mono${suffix}`] = await background(["serve", "--shard", shard(1, 0), ...serveArgs], 0);
+    if (want("pipe2")) {
+      const worker = await background(["worker", "--shard", shard(2, 1), "--listen", "127.0.0.1:0", "-t", "1"], 1);
+      servers[`pipe2${suffix}`] = await background(["serve", "--shard", shard(2, 0), "--workers", `127.0.0.1:${worker.ready.port}`, ...serveArgs], 0);
+      extra.push(worker);
+    }
+    for (const d of delays) {
+      if (!want(`pipe2d${d}`)) continue;
+      // Each delayed pipeline has its own worker (a worker serves one coordinator at a time).
+      const w = await background(["worker", "--shard", shard(2, 1), "--listen", "127.0.0.1:0", "-t", "1"], 1);
+      const p = await background(["proxy", "--listen", "127.0.0.1:0", "--to", `127.0.0.1:${w.ready.port}`, "--delay", String(d)], 1);
+      servers[`pipe2d${d}${suffix}`] = await background(["serve", "--shard", shard(2, 0), "--workers", `127.0.0.1:${p.ready.port}`, ...serveArgs], 0);
+      extra.push(w, p);
+    }
   }
   // Each server measured plain and, with --draft, speculative (a "+spec" row).
   const modes = draft ? [false, true, ...requestKs] : [false];

@@ -53,6 +53,16 @@ if (j.bench === "speculative") {
     console.log(`|---|---|---|---|---|---|---|---|`);
     for (const [k, byU] of Object.entries(m.results)) for (const [u, x] of Object.entries(byU))
       console.log(`| ${k} | ${u} | ${cell(x.aggregate_tok_s)} | ${cell(x.per_user_tok_s)} | ${r2(x.ttft_s.median)} | ${x.acceptance !== undefined ? (100 * x.acceptance).toFixed(0) + "%" : ""} | ${x.k_mean !== undefined ? r2(x.k_mean) : ""} | ${x.mean_tok_s !== undefined ? r2(x.mean_tok_s) : ""} |`);
+    // With --ab: this build over the other, row by row, by the mean over all rounds.
+    const abRows = Object.keys(m.results).filter((k) => m.results[k.replace(/^([^+]*)/, "$1@ab")] && !k.includes("@ab"));
+    if (abRows.length) {
+      console.log(`\n| row | users | this build | --ab build | this / ab |`);
+      console.log(`|---|---|---|---|---|`);
+      for (const k of abRows) for (const [u, x] of Object.entries(m.results[k])) {
+        const y = m.results[k.replace(/^([^+]*)/, "$1@ab")][u];
+        console.log(`| ${k} | ${u} | ${r2(x.mean_tok_s)} | ${r2(y.mean_tok_s)} | ${(x.mean_tok_s / y.mean_tok_s).toFixed(3)} |`);
+      }
+    }
     // With requests that fixed their own K: adaptive (+spec) over the best of them, per server
     // and users, by the mean over all rounds (total tokens over total time).
     const servers = Object.keys(m.results).filter((k) => !k.includes("+"));

@@ -1,6 +1,7 @@
 #include "pipeline/speculative.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace daisy::pipeline {
@@ -57,53 +58,159 @@ int32_t DrawFrom(const DraftDistribution& q, double u) {
 
 }  // namespace
 
-Status ModelDrafter::Step(int32_t seq, std::span<const int32_t> tokens, int32_t start, uint64_t position,
-                          const runtime::SamplingParams& sampling, int32_t& token, DraftDistribution& q) {
-  OutputSpec out;
-  const bool greedy = sampling.temperature <= 0;
-  if (!greedy) {
-    out.kind = OutputKind::kTopK;
-    out.top_k = static_cast<uint16_t>(std::min(kMaxDraftSupport, draft_.config().n_vocab));
+void Drafter::ProposeAll(std::span<DraftJob> jobs) {
+  for (DraftJob& j : jobs) {
+    j.draft.clear();
+    j.q.clear();
+    j.rows = 0;
+    j.seconds = 0;
+    j.status = Status::Ok();
+    if (j.k <= 0) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    j.status = Propose(j.seq, j.history, j.k, *j.sampling, j.draft, j.q);
+    j.rows = last_rows_;
+    j.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  auto r = Prefill(draft_, seq, tokens, start, max_rows_, out);
-  if (!r.ok()) return r.status();
-  if (r->seqs.size() != 1 || r->seqs[0].rows.size() != 1) return Internal("the draft model returned no token");
-  const RowOutput& row = r->seqs[0].rows[0];
-  q.clear();
-  if (greedy) {
-    token = row.token;
-    return Status::Ok();
+}
+
+struct ModelDrafter::Live {
+  DraftJob* job;
+  std::vector<int32_t> feed;  // rows to run next: the catch-up, then the last draft
+  int32_t start;              // the feed's first position
+  size_t* cached;             // the job's entry in cached_
+};
+
+void ModelDrafter::Step(std::vector<Live>& live) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t max_rows = static_cast<size_t>(max_rows_);
+  std::vector<uint64_t> ids;
+  ForwardHeader h;
+  std::vector<int32_t> tokens;
+  std::vector<size_t> ran(live.size(), 0);  // rows each job runs in this step
+  Status submitted = Status::Ok();
+  auto flush = [&] {
+    if (h.seqs.empty() || !submitted.ok()) return;
+    h.id = draft_.NextId();
+    h.dim = draft_.config().d_model;
+    submitted = draft_.Submit(h, tokens);
+    if (submitted.ok()) ids.push_back(h.id);
+    h.seqs.clear();
+    tokens.clear();
+  };
+  for (size_t i = 0; i < live.size(); ++i) {
+    Live& l = live[i];
+    const DraftJob& j = *l.job;
+    std::span<const int32_t> feed = l.feed;
+    int32_t start = l.start;
+    ran[i] = feed.size();
+    // A catch-up longer than one forward: its leading chunks go alone and ask for nothing.
+    while (feed.size() > max_rows) {
+      flush();
+      h.seqs.push_back(SeqRows{j.seq, start, static_cast<int32_t>(max_rows), {}});
+      h.seqs.back().out.kind = OutputKind::kNone;
+      tokens.assign(feed.begin(), feed.begin() + static_cast<std::ptrdiff_t>(max_rows));
+      flush();
+      feed = feed.subspan(max_rows);
+      start += static_cast<int32_t>(max_rows);
+    }
+    if (static_cast<size_t>(h.total_rows()) + feed.size() > max_rows) flush();
+    SeqRows rows{j.seq, start, static_cast<int32_t>(feed.size()), {}};
+    if (j.sampling->temperature > 0) {
+      rows.out.kind = OutputKind::kTopK;
+      rows.out.top_k = static_cast<uint16_t>(std::min(kMaxDraftSupport, draft_.config().n_vocab));
+    }
+    h.seqs.push_back(std::move(rows));
+    tokens.insert(tokens.end(), feed.begin(), feed.end());
   }
-  q = DraftQ(row.top, sampling);
-  token = DrawFrom(q, runtime::Sampler::Uniform(sampling.seed, position, 3));
-  return Status::Ok();
+  flush();
+  // Every submitted forward is waited for, even after an error, so the ring stays in step.
+  std::vector<const RowOutput*> got(live.size(), nullptr);
+  std::vector<ResultMsg> results;
+  results.reserve(ids.size());
+  Status waited = Status::Ok();
+  for (uint64_t id : ids) {
+    auto r = draft_.Wait(id);
+    if (!r.ok()) {
+      if (waited.ok()) waited = r.status();
+      continue;
+    }
+    results.push_back(std::move(*r));
+    for (const SeqResult& x : results.back().seqs) {
+      if (x.rows.size() != 1) continue;
+      for (size_t i = 0; i < live.size(); ++i) {
+        if (live[i].job->seq == x.seq) got[i] = &x.rows[0];
+      }
+    }
+  }
+  const Status failed = !submitted.ok() ? submitted : waited;
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t total = 0;
+  for (size_t n : ran) total += n;
+  std::vector<Live> next;
+  for (size_t i = 0; i < live.size(); ++i) {
+    Live& l = live[i];
+    DraftJob& j = *l.job;
+    j.seconds += total > 0 ? took * static_cast<double>(ran[i]) / static_cast<double>(total) : 0;
+    if (!failed.ok() || got[i] == nullptr) {
+      j.status = !failed.ok() ? failed : Internal("the draft model returned no token for sequence %d", j.seq);
+      continue;  // its cache keeps only what earlier steps settled
+    }
+    const RowOutput& row = *got[i];
+    int32_t token = row.token;
+    DraftDistribution qi;
+    if (j.sampling->temperature > 0) {
+      qi = DraftQ(row.top, *j.sampling);
+      if (qi.empty()) {
+        j.status = Internal("the draft model returned no candidates for sequence %d", j.seq);
+        continue;
+      }
+      const uint64_t position = j.history.size() + j.draft.size();
+      token = DrawFrom(qi, runtime::Sampler::Uniform(j.sampling->seed, position, 3));
+    }
+    l.start += static_cast<int32_t>(l.feed.size());
+    j.rows += static_cast<int>(l.feed.size());
+    *l.cached = static_cast<size_t>(l.start);
+    j.draft.push_back(token);
+    j.q.push_back(std::move(qi));
+    l.feed.assign(1, token);
+    if (static_cast<int>(j.draft.size()) < j.k) next.push_back(std::move(l));
+  }
+  live = std::move(next);
+}
+
+void ModelDrafter::ProposeAll(std::span<DraftJob> jobs) {
+  std::vector<Live> live;
+  last_rows_ = 0;
+  for (DraftJob& j : jobs) {
+    j.draft.clear();
+    j.q.clear();
+    j.rows = 0;
+    j.seconds = 0;
+    j.status = Status::Ok();
+    if (j.k <= 0 || j.history.empty()) continue;
+    // Catch the draft's cache up with the history (rows from `cached` on: start_pos rolls back
+    // whatever it held past that), then draft one token per step.
+    size_t& cached = cached_[j.seq];
+    cached = std::min(cached, j.history.size() - 1);
+    live.push_back(Live{&j, std::vector<int32_t>(j.history.begin() + static_cast<std::ptrdiff_t>(cached), j.history.end()),
+                        static_cast<int32_t>(cached), &cached});
+  }
+  while (!live.empty()) Step(live);
+  for (const DraftJob& j : jobs) last_rows_ += j.rows;
 }
 
 Status ModelDrafter::Propose(int32_t seq, std::span<const int32_t> history, int k,
                              const runtime::SamplingParams& sampling, std::vector<int32_t>& draft,
                              std::vector<DraftDistribution>& q) {
-  draft.clear();
-  q.clear();
-  last_rows_ = 0;
-  size_t& cached = cached_[seq];
-  cached = std::min(cached, history.size() - 1);
-  // Catch the draft's cache up with the history (rows from `cached` on: start_pos rolls back
-  // whatever it held past that), then draft one token per forward.
-  std::vector<int32_t> feed(history.begin() + static_cast<std::ptrdiff_t>(cached), history.end());
-  int32_t start = static_cast<int32_t>(cached);
-  for (int i = 0; i < k; ++i) {
-    int32_t token = 0;
-    DraftDistribution qi;
-    Status s = Step(seq, feed, start, history.size() + i, sampling, token, qi);
-    if (!s.ok()) return s;
-    start += static_cast<int32_t>(feed.size());
-    last_rows_ += static_cast<int>(feed.size());
-    cached = start;
-    draft.push_back(token);
-    q.push_back(std::move(qi));
-    feed.assign(1, token);
-  }
-  return Status::Ok();
+  DraftJob j;
+  j.seq = seq;
+  j.history = history;
+  j.k = k;
+  j.sampling = &sampling;
+  ProposeAll(std::span<DraftJob>(&j, 1));
+  draft = std::move(j.draft);
+  q = std::move(j.q);
+  return j.status;
 }
 
 void ModelDrafter::Settled(int32_t seq, size_t n) {

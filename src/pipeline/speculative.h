@@ -17,9 +17,31 @@ namespace daisy::pipeline {
 
 using DraftDistribution = std::vector<std::pair<int32_t, float>>;
 
+// One sequence's part of a joint proposal (Drafter::ProposeAll).
+struct DraftJob {
+  int32_t seq = 0;
+  std::span<const int32_t> history;  // all of the sequence's tokens so far
+  int k = 0;                         // drafts wanted (0: none)
+  const runtime::SamplingParams* sampling = nullptr;
+  // What came back: the drafts (maybe fewer than k) and their distributions, as from Propose;
+  // the rows run through a draft model for this sequence (catch-up and drafts) and its share of
+  // the drafting time (each forward's time split over its sequences by rows); the error, if any.
+  std::vector<int32_t> draft;
+  std::vector<DraftDistribution> q;
+  int rows = 0;
+  double seconds = 0;
+  Status status;
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
+  // Drafts for several sequences at once (the decoding sequences of one micro-batch). The default
+  // proposes for each in turn; ModelDrafter runs them as rows of one forward per drafted
+  // position, one pass over the draft's weights for all of them, and batch invariance makes
+  // each sequence's drafts the same bits as drafting it alone. A failed draft forward fails the
+  // jobs still drafting (their `status`, keeping what they drafted before).
+  virtual void ProposeAll(std::span<DraftJob> jobs);
   // Up to `k` tokens to follow `history` (all of sequence `seq`'s tokens so far). With
   // sampling (temperature > 0), each drafted token is drawn from the distribution put in `q`
   // (empty: all mass on the token). May propose fewer, or none.
@@ -62,13 +84,16 @@ class ModelDrafter : public Drafter {
   explicit ModelDrafter(Pipeline& draft, int max_rows = 64) : draft_(draft), max_rows_(std::max(1, max_rows)) {}
   Status Propose(int32_t seq, std::span<const int32_t> history, int k, const runtime::SamplingParams& sampling,
                  std::vector<int32_t>& draft, std::vector<DraftDistribution>& q) override;
+  void ProposeAll(std::span<DraftJob> jobs) override;
   void Settled(int32_t seq, size_t n) override;
   void Release(int32_t seq) override;
 
  private:
-  // Runs `tokens` from position `start`; drafts the next token (to sit at `position`).
-  Status Step(int32_t seq, std::span<const int32_t> tokens, int32_t start, uint64_t position,
-              const runtime::SamplingParams& sampling, int32_t& token, DraftDistribution& q);
+  struct Live;
+  // One drafted position for every live job: runs each job's feed (its catch-up, or its last
+  // draft) from its start, packed into forwards of at most max_rows_ rows, and appends the
+  // next draft to each. A job that fails gets the error and is done.
+  void Step(std::vector<Live>& live);
   Pipeline& draft_;
   int max_rows_;
   std::map<int32_t, size_t> cached_;  // per sequence: leading history positions in the draft's KV

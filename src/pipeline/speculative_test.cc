@@ -160,6 +160,64 @@ TEST(Speculative, ADraftCatchesUpOnALongPromptInChunks) {
   EXPECT_GT(st.verifies, 0);
 }
 
+TEST(Speculative, ADraftModelDraftsForManySequencesAtOnceAsForEachAlone) {
+  // The same jobs proposed one by one (64 rows a forward) and jointly (16 rows a forward, so the
+  // 150-token catch-up is chunked and the short ones are packed together): the same drafts and
+  // the same draft distributions, bit for bit, in a first round and after a partial acceptance.
+  Topology alone_model("whole", TheEnv().dir / "draft.gguf");
+  Topology joint_model("whole", TheEnv().dir / "draft.gguf");
+  ModelDrafter alone(*alone_model.p, 64), joint(*joint_model.p, 16);
+  runtime::SamplingParams greedy, sampled;
+  sampled.temperature = 0.8f;
+  sampled.seed = 77;
+  std::vector<std::vector<int32_t>> histories = {Prompt(150, 2), Prompt(9, 3), Prompt(7, 1), Prompt(5, 4)};
+  const std::vector<int> ks = {3, 5, 4, 0};
+  const std::vector<const runtime::SamplingParams*> sp = {&greedy, &greedy, &sampled, &greedy};
+  for (int round = 0; round < 2; ++round) {
+    std::vector<DraftJob> jobs(histories.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      jobs[i].seq = static_cast<int32_t>(i + 1);
+      jobs[i].history = histories[i];
+      jobs[i].k = ks[i];
+      jobs[i].sampling = sp[i];
+    }
+    joint.ProposeAll(jobs);
+    int rows = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "round " << round << ", sequence " << i + 1);
+      std::vector<int32_t> draft;
+      std::vector<DraftDistribution> q;
+      ASSERT_TRUE(alone.Propose(jobs[i].seq, histories[i], ks[i], *sp[i], draft, q).ok());
+      ASSERT_TRUE(jobs[i].status.ok()) << jobs[i].status.message();
+      EXPECT_EQ(jobs[i].draft, draft);
+      EXPECT_EQ(jobs[i].q, q);
+      EXPECT_EQ(jobs[i].draft.size(), static_cast<size_t>(ks[i]));
+      EXPECT_EQ(jobs[i].seconds > 0, ks[i] > 0);
+      if (ks[i] > 0) {
+        EXPECT_EQ(sp[i] == &sampled, !jobs[i].q[0].empty());
+      }
+      rows += jobs[i].rows;
+    }
+    EXPECT_EQ(joint.last_rows(), rows);
+    if (round == 0) {
+      // Every draft ran: the whole history once, then each draft but the last.
+      EXPECT_EQ(jobs[0].rows, 150 + 3 - 1);
+      EXPECT_EQ(jobs[3].rows, 0);
+    } else {
+      // The cache kept the accepted drafts: only the correction and the new drafts ran.
+      EXPECT_EQ(jobs[1].rows, 1 + 5 - 1);
+    }
+    // The verify takes the first two drafts of each and corrects the third (token 1 here).
+    for (size_t i = 0; i < histories.size() && round == 0; ++i) {
+      const size_t settled = histories[i].size();
+      for (size_t d = 0; d < std::min<size_t>(2, jobs[i].draft.size()); ++d) histories[i].push_back(jobs[i].draft[d]);
+      histories[i].push_back(1);
+      alone.Settled(jobs[i].seq, settled + std::min<size_t>(2, jobs[i].draft.size()));
+      joint.Settled(jobs[i].seq, settled + std::min<size_t>(2, jobs[i].draft.size()));
+    }
+  }
+}
+
 TEST(Speculative, GreedyWithARepetitionPenaltyIsIdentical) {
   Topology target("whole");
   Topology draft_model("whole", TheEnv().dir / "draft.gguf");

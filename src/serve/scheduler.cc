@@ -197,6 +197,52 @@ void Scheduler::End(Seq& s, Finish f, Status error) {
   s.req->End(f, std::move(error));
 }
 
+void Scheduler::DraftFor(int group) {
+  std::vector<pipeline::DraftJob> jobs;
+  std::vector<Seq*> whose;
+  int rows = 0;  // the batch's decode rows so far, as StartBatch will lay them out
+  for (auto& sp : active_) {
+    Seq& s = *sp;
+    if (s.group != group || s.in_flight || s.done || s.prefilled < s.req->params().prompt.size()) continue;
+    s.draft.clear();
+    s.q.clear();
+    const int room = o_.max_batch_rows - rows;
+    if (room <= 0) continue;
+    ++rows;
+    if (!s.k) continue;
+    // At most what is still wanted past the token the verify adds itself, and the room.
+    const int want = s.req->params().max_tokens - s.generated - 1;
+    const int k = std::min({s.k->Choose(), want, room - 1});
+    if (k <= 0) continue;
+    rows += k;
+    pipeline::DraftJob j;
+    j.seq = s.id;
+    j.history = s.history;
+    j.k = k;
+    j.sampling = &s.req->params().sampling;
+    jobs.push_back(std::move(j));
+    whose.push_back(&s);
+  }
+  if (jobs.empty()) return;
+  const auto t0 = Clock::now();
+  o_.drafter->ProposeAll(jobs);
+  const double took = Since(t0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Seq& s = *whose[i];
+    pipeline::DraftJob& j = jobs[i];
+    // Each sequence is charged its share of the joint forwards (split by rows).
+    s.k->Drafted(std::max(static_cast<int>(j.draft.size()), j.rows), j.seconds);
+    if (!j.status.ok()) {
+      DAISY_LOG_WARN("serve: drafting for sequence %d: %s", s.id, j.status.message().c_str());
+      continue;
+    }
+    s.draft = std::move(j.draft);
+    s.q = std::move(j.q);
+  }
+  std::lock_guard lock(mu_);
+  metrics_.draft_seconds += took;
+}
+
 Result<bool> Scheduler::StartBatch(int group) {
   auto b = std::make_unique<Batch>();
   b->id = pipe_.NextId();
@@ -205,7 +251,8 @@ Result<bool> Scheduler::StartBatch(int group) {
   h.id = b->id;
   h.dim = pipe_.config().d_model;
   std::vector<int32_t> tokens;
-  // Decode rows first (one per sequence), then prompt chunks while there is room.
+  DraftFor(group);
+  // Decode rows first (one per sequence, plus its drafts), then prompt chunks while there is room.
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& sp : active_) {
       Seq& s = *sp;
@@ -222,28 +269,8 @@ Result<bool> Scheduler::StartBatch(int group) {
         rows.start_pos = static_cast<int32_t>(s.history.size() - 1);
         rows.n_rows = 1;
         tokens.push_back(s.history.back());
-        s.draft.clear();
-        s.q.clear();
-        if (s.k) {
-          // At most what is still wanted past the token the verify adds itself, and the room.
-          const int want = s.req->params().max_tokens - s.generated - 1;
-          const int k = std::min({s.k->Choose(), want, room - 1});
-          if (k > 0) {
-            const auto t0 = Clock::now();
-            const Status st = o_.drafter->Propose(s.id, s.history, k, s.req->params().sampling, s.draft, s.q);
-            const double took = Since(t0);
-            s.k->Drafted(std::max(static_cast<int>(s.draft.size()), o_.drafter->last_rows()), took);
-            std::lock_guard lock(mu_);
-            metrics_.draft_seconds += took;
-            if (!st.ok()) {
-              DAISY_LOG_WARN("serve: drafting for sequence %d: %s", s.id, st.message().c_str());
-              s.draft.clear();
-              s.q.clear();
-            }
-          }
-          rows.n_rows += static_cast<int32_t>(s.draft.size());
-          tokens.insert(tokens.end(), s.draft.begin(), s.draft.end());
-        }
+        rows.n_rows += static_cast<int32_t>(s.draft.size());
+        tokens.insert(tokens.end(), s.draft.begin(), s.draft.end());
       } else {
         const size_t n = std::min<size_t>({prompt - s.prefilled, static_cast<size_t>(o_.prefill_chunk),
                                            static_cast<size_t>(room)});

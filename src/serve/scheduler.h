@@ -155,6 +155,9 @@ class Scheduler {
   struct Batch;
   void Loop();
   bool Admit();                       // moves queued requests into free slots
+  // Drafts for the group's decoding sequences, all at once (Drafter::ProposeAll), as many as
+  // the batch has rows for; each sequence's drafts land in its `draft` and `q`.
+  void DraftFor(int group);
   Result<bool> StartBatch(int group);  // false when the group has nothing to run
   Status FinishOldest();               // waits for the oldest micro-batch and applies it
   // A request's K: its own (`spec_k` >= 0), else the server's (0: adaptive).

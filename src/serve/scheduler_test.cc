@@ -197,13 +197,24 @@ TEST(Scheduler, PromptLookupRequestsMatchAloneOnAnInProcessSplit) { ExpectSpecul
 // drafts and accepts exactly as many tokens as it does alone: a draft cache mixed up between
 // sequences would lower acceptance without changing a single token. `ks`: each request's own
 // K (RequestParams::spec_k; -1: the server's `server_k`).
+// The scheduler drafts for a micro-batch's sequences together: the most jobs in one call.
+class JointDrafter : public pipeline::ModelDrafter {
+ public:
+  using ModelDrafter::ModelDrafter;
+  void ProposeAll(std::span<pipeline::DraftJob> jobs) override {
+    most_jobs = std::max(most_jobs, jobs.size());
+    ModelDrafter::ProposeAll(jobs);
+  }
+  size_t most_jobs = 0;
+};
+
 void ExpectEachDraftsAsAlone(int server_k, const std::vector<int>& ks) {
   Topology s("whole");
   runtime::ThreadPool draft_pool(1);
   auto draft_model = model::LlamaModel::Load(TheEnv().dir / "draft.gguf").value();
   Pipeline draft({draft_model.get()}, {{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16}},
                  kernels::BestKernels(), draft_pool, nullptr);
-  pipeline::ModelDrafter drafter(draft);
+  JointDrafter drafter(draft);
   std::vector<RequestParams> requests;
   for (size_t i = 0; i < ks.size(); ++i) {
     RequestParams r;
@@ -245,6 +256,8 @@ void ExpectEachDraftsAsAlone(int server_k, const std::vector<int>& ks) {
   }
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);
+  // The requests decode in one micro-batch, so their drafts ran as rows of the same forwards.
+  EXPECT_GE(drafter.most_jobs, 2u);
   // Requests that chose their own K leave what the server's own kind starts from alone.
   if (std::all_of(ks.begin(), ks.end(), [&](int k) { return k >= 0 && k != server_k; })) {
     EXPECT_EQ(sched.metrics().spec_k_start, k_start);
