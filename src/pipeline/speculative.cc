@@ -86,7 +86,6 @@ void ModelDrafter::Step(std::vector<Live>& live) {
   std::vector<uint64_t> ids;
   ForwardHeader h;
   std::vector<int32_t> tokens;
-  std::vector<size_t> ran(live.size(), 0);  // rows each job runs in this step
   Status submitted = Status::Ok();
   auto flush = [&] {
     if (h.seqs.empty() || !submitted.ok()) return;
@@ -102,7 +101,6 @@ void ModelDrafter::Step(std::vector<Live>& live) {
     const DraftJob& j = *l.job;
     std::span<const int32_t> feed = l.feed;
     int32_t start = l.start;
-    ran[i] = feed.size();
     // A catch-up longer than one forward: its leading chunks go alone and ask for nothing.
     while (feed.size() > max_rows) {
       flush();
@@ -143,14 +141,13 @@ void ModelDrafter::Step(std::vector<Live>& live) {
     }
   }
   const Status failed = !submitted.ok() ? submitted : waited;
+  // Each job is charged the whole step: drafting for a batch lasts as long as its longest job.
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  size_t total = 0;
-  for (size_t n : ran) total += n;
   std::vector<Live> next;
   for (size_t i = 0; i < live.size(); ++i) {
     Live& l = live[i];
     DraftJob& j = *l.job;
-    j.seconds += total > 0 ? took * static_cast<double>(ran[i]) / static_cast<double>(total) : 0;
+    j.seconds += took;
     if (!failed.ok() || got[i] == nullptr) {
       j.status = !failed.ok() ? failed : Internal("the draft model returned no token for sequence %d", j.seq);
       continue;  // its cache keeps only what earlier steps settled
@@ -239,12 +236,17 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
   return Status::Ok();
 }
 
-KController::KController(int fixed_k, int k_max)
-    : fixed_(fixed_k), k_max_(std::max(1, k_max)), k_(std::min(kStartK, k_max_)), verify_(k_max_ + 1) {}
+KController::KController(int fixed_k, int k_max, int max_rows)
+    : fixed_(fixed_k), k_max_(std::max(1, k_max)), k_(std::min(kStartK, k_max_)),
+      verify_(std::make_shared<std::vector<Timing>>(static_cast<size_t>(std::max(k_max_ + 1, max_rows)))) {}
+
+void KController::ShareTimes(const KController& with) {
+  if (with.verify_->size() == verify_->size()) verify_ = with.verify_;
+}
 
 void KController::StartFrom(const KController& other) {
-  if (other.k_max_ != k_max_ || other.fixed_ != fixed_) return;
-  verify_ = other.verify_;
+  if (other.k_max_ != k_max_ || other.fixed_ != fixed_ || other.verify_->size() != verify_->size()) return;
+  verify_ = std::make_shared<std::vector<Timing>>(*other.verify_);
   t_draft_ = other.t_draft_;
   k_ = other.k_;
   alpha_ = other.alpha_;
@@ -259,38 +261,56 @@ double KController::StateAcceptance() const {
   return (state_successes_[state_] + kShrink * alpha_) / (state_trials_[state_] + kShrink);
 }
 
-double KController::VerifySeconds(int k) const {
-  if (verify_[k].n > 0) return verify_[k].seconds;
-  // The nearest measured K on each side; between them, interpolate.
-  int lo = k - 1, hi = k + 1;
-  while (lo >= 0 && verify_[lo].n == 0) --lo;
-  while (hi <= k_max_ && verify_[hi].n == 0) ++hi;
-  if (lo >= 0 && hi <= k_max_) {
-    const double f = static_cast<double>(k - lo) / (hi - lo);
-    return verify_[lo].seconds + f * (verify_[hi].seconds - verify_[lo].seconds);
+KController::Others KController::Others::Of(std::span<const Others> each, size_t i) {
+  Others o;
+  for (size_t j = 0; j < each.size(); ++j) {
+    if (j == i) continue;
+    o.rows += each[j].rows;
+    o.tokens += each[j].tokens;
+    o.draft_seconds = std::max(o.draft_seconds, each[j].draft_seconds);
   }
-  // Beyond them: along the least-squares line through the measured K (slope at least 0).
+  return o;
+}
+
+double KController::ExpectedTokens(int k) const {
+  const double a = std::clamp(StateAcceptance(), 0.0, 0.999);
+  return (1 - std::pow(a, std::max(k, 0) + 1)) / (1 - a);
+}
+
+double KController::VerifySeconds(int k) const {
+  const std::vector<Timing>& verify = *verify_;
+  const int last = static_cast<int>(verify.size()) - 1;
+  if (k <= last && verify[k].n > 0) return verify[k].seconds;
+  // The nearest measured row counts on each side; between them, interpolate.
+  int lo = std::min(k, last + 1) - 1, hi = k + 1;
+  while (lo >= 0 && verify[lo].n == 0) --lo;
+  while (hi <= last && verify[hi].n == 0) ++hi;
+  if (lo >= 0 && hi <= last) {
+    const double f = static_cast<double>(k - lo) / (hi - lo);
+    return verify[lo].seconds + f * (verify[hi].seconds - verify[lo].seconds);
+  }
+  // Beyond them: along the least-squares line through the measured ones (slope at least 0).
   double sw = 0, sk = 0, st = 0, skk = 0, skt = 0;
-  for (int j = 0; j <= k_max_; ++j) {
-    if (verify_[j].n == 0) continue;
-    sw += 1, sk += j, st += verify_[j].seconds, skk += double(j) * j, skt += j * verify_[j].seconds;
+  for (int j = 0; j <= last; ++j) {
+    if (verify[j].n == 0) continue;
+    sw += 1, sk += j, st += verify[j].seconds, skk += double(j) * j, skt += j * verify[j].seconds;
   }
   if (sw == 0) return 0;
   const double var = skk / sw - (sk / sw) * (sk / sw);
   const double slope = var > 0 ? std::max(0.0, (skt / sw - (sk / sw) * (st / sw)) / var) : 0;
   const int nearest = lo >= 0 ? lo : hi;
-  return std::max(verify_[nearest].seconds + (k - nearest) * slope, 1e-6);
+  return std::max(verify[nearest].seconds + (k - nearest) * slope, 1e-6);
 }
 
 double KController::StepSeconds(int k) const { return VerifySeconds(k) + k * t_draft_; }
 
-int KController::Choose() {
+int KController::Choose(const Others& others) {
   ++steps_;
   if (fixed_ > 0) return fixed_;
   int measured = 0;
-  for (const Timing& t : verify_) measured += t.n > 0;
+  for (const Timing& t : *verify_) measured += t.n > 0;
   if (measured == 0) return k_;
-  if (measured == 1 && verify_[k_].n > 0) {
+  if (measured == 1 && ((*verify_)[k_].n > 0 || last_k_ == k_)) {
     // Explore: a second K gives the cost a slope. Which way, and how far, the first verify
     // tells: every draft taken, up two; all but the last, up one; fewer, down one.
     const int step = last_missed_ == 0 ? 2 : last_missed_ == 1 ? 1 : -1;
@@ -300,10 +320,13 @@ int KController::Choose() {
     return k_;
   }
   const double a = std::clamp(StateAcceptance(), 0.0, 0.999);
+  const int rows = std::max(0, others.rows);
   int best = k_;
   double best_rate = -1;
   for (int kk = std::max(0, k_ - 2); kk <= std::min(k_max_, k_ + 1); ++kk) {
-    const double rate = (1 - std::pow(a, kk + 1)) / (1 - a) / std::max(StepSeconds(kk), 1e-9);
+    const double tokens = (1 - std::pow(a, kk + 1)) / (1 - a) + others.tokens;
+    const double seconds = VerifySeconds(kk + rows) + std::max(kk * t_draft_, others.draft_seconds);
+    const double rate = tokens / std::max(seconds, 1e-9);
     if (rate > best_rate) best_rate = rate, best = kk;
   }
   k_ = best;
@@ -311,12 +334,83 @@ int KController::Choose() {
   return k_;
 }
 
-void KController::Verified(int k, int accepted, double seconds) {
+std::vector<int> KController::ChooseTogether(std::span<KController* const> cs, std::span<const int> caps, int plain) {
+  const size_t n = cs.size();
+  std::vector<int> ks(n, 0);
+  if (n == 0) return ks;
+  int measured = 0;
+  for (const Timing& t : *cs[0]->verify_) measured += t.n > 0;
+  const bool shared = std::all_of(cs.begin(), cs.end(), [&](const KController* c) { return c->verify_ == cs[0]->verify_; });
+  if (n == 1 || measured < 2 || !shared) {
+    // One at a time, each given the others' current K (and the ones before it their new K).
+    std::vector<Others> own(n + static_cast<size_t>(std::max(0, plain)), Others{1, 1.0, 0.0});
+    for (size_t i = 0; i < n; ++i) {
+      const int k = cs[i]->current_k();
+      own[i] = {1 + k, cs[i]->ExpectedTokens(k), k * cs[i]->t_draft_};
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ks[i] = std::clamp(cs[i]->Choose(Others::Of(own, i)), 0, std::max(0, caps[i]));
+      own[i] = {1 + ks[i], cs[i]->ExpectedTokens(ks[i]), ks[i] * cs[i]->t_draft_};
+    }
+    return ks;
+  }
+  std::vector<int> hi(n);
+  std::vector<double> a(n);
+  int rows = std::max(0, plain);
+  double tokens = std::max(0, plain);
+  for (size_t i = 0; i < n; ++i) {
+    KController& c = *cs[i];
+    ++c.steps_;
+    const int cap = std::max(0, caps[i]);
+    if (c.fixed_ > 0) {
+      ks[i] = hi[i] = std::min(c.fixed_, cap);
+    } else {
+      ks[i] = std::min(std::max(0, c.k_ - 2), cap);
+      hi[i] = std::min({c.k_max_, c.k_ + 1, cap});
+    }
+    a[i] = std::clamp(c.StateAcceptance(), 0.0, 0.999);
+    rows += 1 + ks[i];
+    tokens += c.ExpectedTokens(ks[i]);
+  }
+  auto rate = [&] {
+    double draft = 0;
+    for (size_t i = 0; i < n; ++i) draft = std::max(draft, ks[i] * cs[i]->t_draft_);
+    return tokens / std::max(cs[0]->VerifySeconds(rows - 1) + draft, 1e-9);
+  };
+  std::vector<int> best = ks;
+  double best_rate = rate();
+  while (true) {
+    size_t pick = n;
+    double gain = -1;
+    for (size_t i = 0; i < n; ++i) {
+      const double g = std::pow(a[i], ks[i] + 1);  // the chance one more draft is taken
+      if (ks[i] < hi[i] && g > gain) gain = g, pick = i;
+    }
+    if (pick == n) break;
+    ++ks[pick], ++rows, tokens += gain;
+    const double r = rate();
+    if (r > best_rate) best_rate = r, best = ks;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    KController& c = *cs[i];
+    if (c.fixed_ > 0) continue;
+    c.k_ = best[i];
+    // At K = 0, the probe as alone keeps the acceptance estimate alive.
+    if (c.k_ == 0 && c.steps_ % 8 == 0 && caps[i] > 0) best[i] = 1;
+  }
+  return best;
+}
+
+void KController::Verified(int k, int accepted, double seconds, int other_rows) {
   if (k < 0 || k > k_max_) return;
-  Timing& t = verify_[k];
-  // The first measurement sets it; then a moving average over about the last 4.
-  t.seconds = t.n == 0 ? seconds : t.seconds + (seconds - t.seconds) / std::min(t.n + 1, 4);
-  ++t.n;
+  const size_t at = static_cast<size_t>(k) + static_cast<size_t>(std::max(0, other_rows));
+  if (seconds >= 0 && at < verify_->size()) {
+    Timing& t = (*verify_)[at];
+    // The first measurement sets it; then a moving average over about the last 4.
+    t.seconds = t.n == 0 ? seconds : t.seconds + (seconds - t.seconds) / std::min(t.n + 1, 4);
+    ++t.n;
+  }
+  last_k_ = k;
   if (k > 0) {
     // Drafts are tried in order until the first rejection: `accepted` successes in
     // accepted + (a rejection ? 1 : 0) trials (the geometric estimate, decayed).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -24,8 +25,8 @@ struct DraftJob {
   int k = 0;                         // drafts wanted (0: none)
   const runtime::SamplingParams* sampling = nullptr;
   // What came back: the drafts (maybe fewer than k) and their distributions, as from Propose;
-  // the rows run through a draft model for this sequence (catch-up and drafts) and its share of
-  // the drafting time (each forward's time split over its sequences by rows); the error, if any.
+  // the rows run through a draft model for this sequence (catch-up and drafts) and the seconds
+  // of the draft forwards it had rows in (shared with the other jobs in them); the error, if any.
   std::vector<int32_t> draft;
   std::vector<DraftDistribution> q;
   int rows = 0;
@@ -120,23 +121,65 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // draft, or after one that rejected one (or drafted none). Each state's rate is its own decayed
 // counts shrunk towards the overall rate by two pseudo-drafts, so a state seen rarely borrows
 // the overall one. K is one per sequence: in a followed stretch it climbs, at a gap it falls.
+//
+// In a batch (daisy serve: the decoding sequences of one micro-batch verify in one forward) a
+// step's time is the whole batch's, so a sequence's K is chosen for the batch's tokens per
+// second, not its own: the other sequences' rows, expected tokens and drafting time (Others)
+// enter the rate, and the verify times are kept per batch row count (K plus the others' rows).
+// Each sequence choosing in turn with the others' current K is a coordinate ascent on the
+// batch's rate; alone (Others empty) it is the rule above.
 class KController {
  public:
   static constexpr int kStartK = 4;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
-  KController(int fixed_k, int k_max);
+  // What the other sequences of a batch bring to each step: their rows (one each, plus their
+  // drafts), the tokens they expect from it, and the seconds their drafting takes. A batch's
+  // drafts run together, a forward per draft position (ModelDrafter::ProposeAll), so drafting
+  // takes as long as the longest: K drafts cost max(K * draft_row_seconds(), draft_seconds).
+  struct Others {
+    int rows = 0;
+    double tokens = 0;
+    double draft_seconds = 0;
+    // Sequence i's others, from what each sequence of the batch brings (its own rows, tokens
+    // and drafting seconds): the sums of rows and tokens and the longest drafting but its own.
+    static Others Of(std::span<const Others> each, size_t i);
+  };
+  // `max_rows`: the most rows a batch verifies in one forward (0: k_max + 1, one sequence).
+  KController(int fixed_k, int k_max, int max_rows = 0);
   // Starts a new sequence from what another sequence's controller learned: the per-K verify
   // times and the drafter's time (properties of the pipeline and its links), its K, its
   // acceptance as a prior worth two drafts, and its decayed per-state counts (how often drafts
   // are taken after a full verify and after a miss: properties of the pair). A short generation
   // then skips the exploration from kStartK. Ignored when the two differ in k_max or fixed K.
   void StartFrom(const KController& other);
+  // From now on the verify times are `with`'s table, which every controller sharing it reads
+  // and writes (the times are the batch's, the same for all its sequences: record each batch's
+  // once). Ignored when the two differ in table size.
+  void ShareTimes(const KController& with);
+  // Chooses K for the sequences of one batch together (daisy serve's micro-batch), for the
+  // batch's tokens per second: `cs` share one table of times (ShareTimes); `caps[i]` bounds
+  // sequence i's K (tokens still wanted); `plain` sequences decode beside them without drafts.
+  // Each K may move as alone (down two, up one), but jointly: from every K at its lowest, the
+  // next draft goes to the sequence likeliest to have it taken (its state's acceptance to the
+  // power of its K + 1), and the allocation with the best expected tokens over the step's time
+  // (the table's time at the batch's rows, plus the longest drafting) wins. So a batch whose
+  // rows just spill into another pass over the weights steps back together, which sequences
+  // moving one at a time would not. Until the table has two row counts measured, each sequence
+  // chooses in turn given the others (Choose(Others)), which explores as alone.
+  static std::vector<int> ChooseTogether(std::span<KController* const> cs, std::span<const int> caps, int plain);
   // The K the next Choose() moves from (the K last chosen; kStartK at first), or the fixed K.
   int current_k() const { return fixed_ > 0 ? fixed_ : k_; }
-  int Choose();
-  // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward.
-  void Verified(int k, int accepted, double seconds);
+  int Choose(const Others& others);
+  int Choose() { return Choose(Others()); }
+  // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward, which
+  // also ran `other_rows` rows of other sequences (seconds < 0: not a clean measurement, such as
+  // a batch that carried prompt rows; only the acceptance counts).
+  void Verified(int k, int accepted, double seconds, int other_rows = 0);
+  // What this sequence brings to a batch's step when it drafts k: the tokens it expects (by
+  // its state's acceptance); its drafting takes k times draft_row_seconds().
+  double ExpectedTokens(int k) const;
+  double draft_row_seconds() const { return t_draft_; }
   // The drafter spent `seconds` running `rows` rows (at least the drafts).
   void Drafted(int rows, double seconds);
   // The overall acceptance estimate (reported per request and in /metrics).
@@ -147,8 +190,9 @@ class KController {
   double StepSeconds(int k) const;
 
  private:
-  double VerifySeconds(int k) const;
+  double VerifySeconds(int rows_less_one) const;
   int fixed_, k_max_, k_;
+  int last_k_ = -1;  // the K of the last verify
   int state_ = 0;  // 0 after a rejection (or no drafts), 1 after a verify that took every draft
   int last_missed_ = 0;  // drafts the last verify did not take
   double alpha_ = 0.7;
@@ -158,7 +202,9 @@ class KController {
     double seconds = 0;
     int n = 0;
   };
-  std::vector<Timing> verify_;  // per K: moving average of the verify's forward time
+  // Per batch rows - 1 (K, alone): moving average of the forward's time. Shared by the
+  // controllers of one server's batches (ShareTimes); a copy of a controller shares it too.
+  std::shared_ptr<std::vector<Timing>> verify_;
   double t_draft_ = 0;
   int steps_ = 0;
 };

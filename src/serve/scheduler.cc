@@ -81,6 +81,7 @@ struct Scheduler::Batch {
   std::vector<Seq*> seqs;
   std::vector<bool> output;  // seqs[i] asked for a token
   int rows = 0;
+  int prompt_rows = 0;  // of which prompt chunks
 };
 
 Scheduler::Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options)
@@ -94,6 +95,7 @@ Scheduler::Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options)
   metrics_.seq_capacity = o_.seq_capacity;
   metrics_.micro_batches = o_.micro_batches;
   metrics_.spec_k_start = pipeline::KController(o_.spec_k, o_.spec_k_max).current_k();
+  times_.emplace(o_.spec_k, o_.spec_k_max, o_.max_batch_rows);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -171,9 +173,10 @@ bool Scheduler::Admit() {
     s->group = static_cast<int>(std::min_element(members.begin(), members.end()) - members.begin());
     s->history = r->params().prompt;
     if (o_.drafter != nullptr && r->params().speculate) {
-      s->k = std::make_unique<pipeline::KController>(SpecK(r->params()), o_.spec_k_max);
+      s->k = std::make_unique<pipeline::KController>(SpecK(r->params()), o_.spec_k_max, o_.max_batch_rows);
       // StartFrom ignores a controller of another kind (fixed K against adaptive).
       if (learned_k_) s->k->StartFrom(*learned_k_);
+      if (SpecK(r->params()) == o_.spec_k) s->k->ShareTimes(*times_);
     }
     s->req = std::move(r);
     active_.push_back(std::move(s));
@@ -200,19 +203,37 @@ void Scheduler::End(Seq& s, Finish f, Status error) {
 void Scheduler::DraftFor(int group) {
   std::vector<pipeline::DraftJob> jobs;
   std::vector<Seq*> whose;
-  int rows = 0;  // the batch's decode rows so far, as StartBatch will lay them out
+  std::vector<Seq*> decoding;
   for (auto& sp : active_) {
     Seq& s = *sp;
     if (s.group != group || s.in_flight || s.done || s.prefilled < s.req->params().prompt.size()) continue;
     s.draft.clear();
     s.q.clear();
+    decoding.push_back(&s);
+  }
+  // The K of every drafting sequence, chosen together for the batch's rate.
+  std::vector<pipeline::KController*> controllers;
+  std::vector<int> caps;
+  int plain = 0;
+  for (Seq* s : decoding) {
+    if (!s->k) {
+      ++plain;
+      continue;
+    }
+    controllers.push_back(s->k.get());
+    // At most what is still wanted past the token the verify adds itself.
+    caps.push_back(s->req->params().max_tokens - s->generated - 1);
+  }
+  const std::vector<int> chosen = pipeline::KController::ChooseTogether(controllers, caps, plain);
+  int rows = 0;  // the batch's decode rows so far, as StartBatch will lay them out
+  size_t next = 0;
+  for (Seq* sp : decoding) {
+    Seq& s = *sp;
     const int room = o_.max_batch_rows - rows;
-    if (room <= 0) continue;
+    if (room <= 0) break;
     ++rows;
     if (!s.k) continue;
-    // At most what is still wanted past the token the verify adds itself, and the room.
-    const int want = s.req->params().max_tokens - s.generated - 1;
-    const int k = std::min({s.k->Choose(), want, room - 1});
+    const int k = std::min(chosen[next++], room - 1);
     if (k <= 0) continue;
     rows += k;
     pipeline::DraftJob j;
@@ -230,7 +251,7 @@ void Scheduler::DraftFor(int group) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     Seq& s = *whose[i];
     pipeline::DraftJob& j = jobs[i];
-    // Each sequence is charged its share of the joint forwards (split by rows).
+    // Each sequence is charged the draft forwards it was in (KController::Others).
     s.k->Drafted(std::max(static_cast<int>(j.draft.size()), j.rows), j.seconds);
     if (!j.status.ok()) {
       DAISY_LOG_WARN("serve: drafting for sequence %d: %s", s.id, j.status.message().c_str());
@@ -279,6 +300,7 @@ Result<bool> Scheduler::StartBatch(int group) {
         tokens.insert(tokens.end(), s.history.begin() + static_cast<std::ptrdiff_t>(s.prefilled),
                       s.history.begin() + static_cast<std::ptrdiff_t>(s.prefilled + n));
         s.prefilled += n;
+        b->prompt_rows += static_cast<int>(n);
         output = s.prefilled == prompt;
       }
       if (output) {
@@ -325,6 +347,10 @@ Status Scheduler::FinishOldest() {
   }
   if (!r.ok()) return r.status();
   uint64_t generated = 0, prompt = 0;
+  // The forward's time, for the K controllers, with how many rows the others ran (-1: prompt
+  // chunks made it no measure of a decode step).
+  const double seconds = b.prompt_rows > 0 ? -1 : Since(b.started);
+  bool timed = false;  // the batch's time goes into the shared table once
   for (size_t i = 0; i < b.seqs.size(); ++i) {
     Seq& s = *b.seqs[i];
     s.in_flight = false;
@@ -342,9 +368,12 @@ Status Scheduler::FinishOldest() {
     const size_t settled = s.history.size();
     // The verify is accounted before its tokens are pushed: the last push may end the request
     // and wake its waiter, who then reads the request's draft counts (usage).
+    const bool shares = s.k && SpecK(s.req->params()) == o_.spec_k;  // times_
+    const double t = shares && timed ? -1 : seconds;
+    timed = timed || shares;
     if (!s.draft.empty()) {
       const int accepted = static_cast<int>(n_out) - 1;
-      s.k->Verified(static_cast<int>(s.draft.size()), accepted, Since(b.started));
+      s.k->Verified(static_cast<int>(s.draft.size()), accepted, t, b.rows - 1 - static_cast<int>(s.draft.size()));
       s.req->CountDrafts(static_cast<int>(s.draft.size()), accepted);
       o_.drafter->Settled(s.id, settled + static_cast<size_t>(accepted));
       std::lock_guard lock(mu_);
@@ -352,11 +381,11 @@ Status Scheduler::FinishOldest() {
       metrics_.drafted_tokens += s.draft.size();
       metrics_.accepted_tokens += static_cast<uint64_t>(accepted);
     } else if (s.k) {
-      s.k->Verified(0, 0, Since(b.started));
+      s.k->Verified(0, 0, t, b.rows - 1);
     }
     // What the next request of the server's own kind starts from: a request that chose another K
     // leaves it alone.
-    if (s.k && SpecK(s.req->params()) == o_.spec_k) {
+    if (shares) {
       learned_k_ = *s.k;
       std::lock_guard lock(mu_);
       metrics_.spec_k_start = s.k->current_k();

@@ -186,6 +186,9 @@ class Scheduler {
   // The controller of the sequence that verified last: a new sequence starts from what it
   // learned about the pipeline (verify time per K, drafting time) and the drafts (K, acceptance).
   std::optional<pipeline::KController> learned_k_;
+  // The verify times by batch rows every adaptive sequence of the server's own kind reads and
+  // writes: a batch's time is the same for all its sequences, and one table learns it faster.
+  std::optional<pipeline::KController> times_;
   std::thread thread_;
 };
 
