@@ -243,6 +243,30 @@ TEST(KController, StartsFromTheKAndTimesAnotherLearned) {
 
 // Where the draft follows on after a full verify but not after a miss (or the reverse), the
 // next sequence starts knowing it: the per-state rates carry over with the rest.
+// A warm start's K is the last sequence's, which may have been chosen in a batch of another
+// size; the first choice goes to the best K for the learned times and acceptance, wherever that
+// is, alone and in a batch; later choices move as before (down two, up one).
+TEST(KController, AWarmStartsFirstChoiceGoesToTheBestKForWhatWasLearned) {
+  KController learned(0, 12);  // never chose: its K is still kStartK
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k <= 12; ++k) learned.Verified(k, k, 0.1 + 0.001 * k);  // every draft taken, rows cheap
+  }
+  learned.Drafted(1, 0.0005);
+  ASSERT_EQ(learned.current_k(), KController::kStartK);
+  KController alone(0, 12);
+  alone.StartFrom(learned);
+  EXPECT_EQ(alone.Choose(), 12);
+  alone.Verified(12, 0, 0.112);  // then, even after a miss, it moves as before
+  EXPECT_GE(alone.Choose(), 10);
+  KController a(0, 12), b(0, 12);
+  a.StartFrom(learned);
+  b.StartFrom(learned);
+  b.ShareTimes(a);
+  KController* both[] = {&a, &b};
+  const int caps[] = {12, 5};
+  EXPECT_EQ(KController::ChooseTogether(both, caps, 0), (std::vector<int>{12, 5}));
+}
+
 TEST(KController, AWarmStartCarriesTheRatesAfterAFullVerifyAndAfterAMiss) {
   KController learned(0, 12);
   for (int i = 0; i < 20; ++i) {

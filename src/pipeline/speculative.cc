@@ -321,9 +321,12 @@ int KController::Choose(const Others& others) {
   }
   const double a = std::clamp(StateAcceptance(), 0.0, 0.999);
   const int rows = std::max(0, others.rows);
+  // The first choice from learned times (a warm start) may go anywhere: the K it starts from is
+  // another sequence's, perhaps chosen in a batch of another size.
+  const bool fresh = last_k_ < 0;
   int best = k_;
   double best_rate = -1;
-  for (int kk = std::max(0, k_ - 2); kk <= std::min(k_max_, k_ + 1); ++kk) {
+  for (int kk = fresh ? 0 : std::max(0, k_ - 2); kk <= std::min(k_max_, fresh ? k_max_ : k_ + 1); ++kk) {
     const double tokens = (1 - std::pow(a, kk + 1)) / (1 - a) + others.tokens;
     const double seconds = VerifySeconds(kk + rows) + std::max(kk * t_draft_, others.draft_seconds);
     const double rate = tokens / std::max(seconds, 1e-9);
@@ -364,6 +367,9 @@ std::vector<int> KController::ChooseTogether(std::span<KController* const> cs, s
     const int cap = std::max(0, caps[i]);
     if (c.fixed_ > 0) {
       ks[i] = hi[i] = std::min(c.fixed_, cap);
+    } else if (c.last_k_ < 0) {  // its first choice: anywhere, as alone
+      ks[i] = 0;
+      hi[i] = std::min(c.k_max_, cap);
     } else {
       ks[i] = std::min(std::max(0, c.k_ - 2), cap);
       hi[i] = std::min({c.k_max_, c.k_ + 1, cap});

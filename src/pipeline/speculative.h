@@ -111,9 +111,10 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // step is the verify's measured time at that K (a moving average per K; between measured K
 // interpolated, beyond them extrapolated along the least-squares line through them) plus K times
 // the drafter's time per row. K moves to the best of K-2 .. K+1 by E(K) / cost, so it climbs one
-// step at a time and never leaps on one lucky verify. The first verify drafts kStartK; the
-// second explores (so two K are measured): up two if the first took every draft, up one if all
-// but the last, else down one. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
+// step at a time and never leaps on one lucky verify; only a warm start's first choice (times
+// learned by another sequence, StartFrom) may go to any K. The first verify of a cold start
+// drafts kStartK; the second explores (so two K are measured): up two if the first took every
+// draft, up one if all but the last, else down one. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
 // alive. A fixed K skips all this.
 //
 // Acceptance comes in runs (stretches of text the draft follows, gaps where it does not), so
