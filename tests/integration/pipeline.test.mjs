@@ -208,7 +208,19 @@ test("workers may start after the coordinator (connect with retry)", async () =>
   const model = makeModel("late", "q4_0", 51, 4);
   const out = path.join(dir, "late");
   compile(model, out, ["--stages", "2"]);
-  const port = 20000 + Math.floor(Math.random() * 20000);
+  // A port free now for the worker to take later, below the ephemeral range: the coordinator's
+  // retried connects take their own ports from that range, and one equal to the target would
+  // connect to itself.
+  const [ephemeral] = fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+  let port = 0;
+  for (let tries = 0; !port && tries < 50; tries++) {
+    const p = 10000 + Math.floor(Math.random() * Math.max(1, ephemeral - 10000));
+    port = await new Promise((resolve) => {
+      const probe = net.createServer().once("error", () => resolve(0));
+      probe.listen(p, "127.0.0.1", () => probe.close(() => resolve(p)));
+    });
+  }
+  assert.ok(port, "no free port below the ephemeral range");
   const coord = spawn(daisy, ["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", `127.0.0.1:${port}`, "--ids", "1,2", "-n", "3", "--json", "--connect-timeout", "20"]);
   track(coord);
   let stdout = "";
@@ -230,7 +242,13 @@ test("a worker killed mid-generation fails the request quickly; it works again o
   track(coord);
   let stderr = "";
   coord.stderr.on("data", (d) => (stderr += d));
-  await new Promise((r) => setTimeout(r, 800));
+  // Killed once generating: after the last worker joined the session (not a fixed wait, which a
+  // loaded machine can outlast before the coordinator has even connected), and a little more.
+  for (const t0 = Date.now(); !/session/.test(ws[1].stderr()); ) {
+    assert.ok(Date.now() - t0 < 20000, `no session on the last worker: ${ws[1].stderr()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await new Promise((r) => setTimeout(r, 300));
   const killedAt = Date.now();
   ws[1].proc.kill("SIGKILL");
   const code = await new Promise((r) => coord.on("exit", r));
