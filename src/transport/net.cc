@@ -221,6 +221,10 @@ Result<Socket> Connect(const HostPort& to, Millis timeout) {
       last_error = std::strerror(errno);
       continue;
     }
+    if (ConnectedToItself(s.fd())) {
+      last_error = "nothing listens there (the connection reached itself)";
+      continue;
+    }
     const int flags = fcntl(s.fd(), F_GETFL);
     fcntl(s.fd(), F_SETFL, flags & ~O_NONBLOCK);
     ConfigureStream(s.fd());
@@ -229,6 +233,16 @@ Result<Socket> Connect(const HostPort& to, Millis timeout) {
   }
   freeaddrinfo(res);
   return Unavailable("cannot connect to %s: %s", to.ToString().c_str(), last_error.c_str());
+}
+
+bool ConnectedToItself(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return false;
+  }
+  return local_len == peer_len && std::memcmp(&local, &peer, local_len) == 0;
 }
 
 Result<Socket> ConnectWithRetry(const HostPort& to, Millis deadline) {

@@ -73,4 +73,9 @@ Result<Socket> ConnectWithRetry(const HostPort& to, Millis deadline);
 
 void ConfigureStream(int fd);  // TCP_NODELAY, SO_KEEPALIVE with short probes
 
+// True when a connected socket's two ends are one address and port. A connect to a loopback
+// port with nothing listening may, rarely, be given that very port as its own and open a
+// connection to itself (TCP simultaneous open); Connect refuses such a socket.
+bool ConnectedToItself(int fd);
+
 }  // namespace daisy::transport
