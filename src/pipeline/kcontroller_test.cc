@@ -241,8 +241,6 @@ TEST(KController, StartsFromTheKAndTimesAnotherLearned) {
   EXPECT_EQ(other.Choose(), KController::kStartK);
 }
 
-// Where the draft follows on after a full verify but not after a miss (or the reverse), the
-// next sequence starts knowing it: the per-state rates carry over with the rest.
 // A warm start's K is the last sequence's, which may have been chosen in a batch of another
 // size; the first choice goes to the best K for the learned times and acceptance, wherever that
 // is, alone and in a batch; later choices move as before (down two, up one).
@@ -267,6 +265,8 @@ TEST(KController, AWarmStartsFirstChoiceGoesToTheBestKForWhatWasLearned) {
   EXPECT_EQ(KController::ChooseTogether(both, caps, 0), (std::vector<int>{12, 5}));
 }
 
+// Where the draft follows on after a full verify but not after a miss (or the reverse), the
+// next sequence starts knowing it: the per-state rates carry over with the rest.
 TEST(KController, AWarmStartCarriesTheRatesAfterAFullVerifyAndAfterAMiss) {
   KController learned(0, 12);
   for (int i = 0; i < 20; ++i) {

@@ -60,11 +60,7 @@ int32_t DrawFrom(const DraftDistribution& q, double u) {
 
 void Drafter::ProposeAll(std::span<DraftJob> jobs) {
   for (DraftJob& j : jobs) {
-    j.draft.clear();
-    j.q.clear();
-    j.rows = 0;
-    j.seconds = 0;
-    j.status = Status::Ok();
+    j.Reset();
     if (j.k <= 0) continue;
     const auto t0 = std::chrono::steady_clock::now();
     j.status = Propose(j.seq, j.history, j.k, *j.sampling, j.draft, j.q);
@@ -179,11 +175,7 @@ void ModelDrafter::ProposeAll(std::span<DraftJob> jobs) {
   std::vector<Live> live;
   last_rows_ = 0;
   for (DraftJob& j : jobs) {
-    j.draft.clear();
-    j.q.clear();
-    j.rows = 0;
-    j.seconds = 0;
-    j.status = Status::Ok();
+    j.Reset();
     if (j.k <= 0 || j.history.empty()) continue;
     // Catch the draft's cache up with the history (rows from `cached` on: start_pos rolls back
     // whatever it held past that), then draft one token per step.
@@ -272,6 +264,12 @@ KController::Others KController::Others::Of(std::span<const Others> each, size_t
   return o;
 }
 
+KController::Others KController::Brings(int k) const { return {1 + k, ExpectedTokens(k), k * t_draft_}; }
+
+int KController::MeasuredRowCounts() const {
+  return static_cast<int>(std::count_if(verify_->begin(), verify_->end(), [](const Timing& t) { return t.n > 0; }));
+}
+
 double KController::ExpectedTokens(int k) const {
   const double a = std::clamp(StateAcceptance(), 0.0, 0.999);
   return (1 - std::pow(a, std::max(k, 0) + 1)) / (1 - a);
@@ -307,8 +305,7 @@ double KController::StepSeconds(int k) const { return VerifySeconds(k) + k * t_d
 int KController::Choose(const Others& others) {
   ++steps_;
   if (fixed_ > 0) return fixed_;
-  int measured = 0;
-  for (const Timing& t : *verify_) measured += t.n > 0;
+  const int measured = MeasuredRowCounts();
   if (measured == 0) return k_;
   if (measured == 1 && ((*verify_)[k_].n > 0 || last_k_ == k_)) {
     // Explore: a second K gives the cost a slope. Which way, and how far, the first verify
@@ -319,7 +316,6 @@ int KController::Choose(const Others& others) {
     k_ = next;
     return k_;
   }
-  const double a = std::clamp(StateAcceptance(), 0.0, 0.999);
   const int rows = std::max(0, others.rows);
   // The first choice from learned times (a warm start) may go anywhere: the K it starts from is
   // another sequence's, perhaps chosen in a batch of another size.
@@ -327,7 +323,7 @@ int KController::Choose(const Others& others) {
   int best = k_;
   double best_rate = -1;
   for (int kk = fresh ? 0 : std::max(0, k_ - 2); kk <= std::min(k_max_, fresh ? k_max_ : k_ + 1); ++kk) {
-    const double tokens = (1 - std::pow(a, kk + 1)) / (1 - a) + others.tokens;
+    const double tokens = ExpectedTokens(kk) + others.tokens;
     const double seconds = VerifySeconds(kk + rows) + std::max(kk * t_draft_, others.draft_seconds);
     const double rate = tokens / std::max(seconds, 1e-9);
     if (rate > best_rate) best_rate = rate, best = kk;
@@ -341,19 +337,15 @@ std::vector<int> KController::ChooseTogether(std::span<KController* const> cs, s
   const size_t n = cs.size();
   std::vector<int> ks(n, 0);
   if (n == 0) return ks;
-  int measured = 0;
-  for (const Timing& t : *cs[0]->verify_) measured += t.n > 0;
+  const int measured = cs[0]->MeasuredRowCounts();
   const bool shared = std::all_of(cs.begin(), cs.end(), [&](const KController* c) { return c->verify_ == cs[0]->verify_; });
   if (n == 1 || measured < 2 || !shared) {
     // One at a time, each given the others' current K (and the ones before it their new K).
     std::vector<Others> own(n + static_cast<size_t>(std::max(0, plain)), Others{1, 1.0, 0.0});
-    for (size_t i = 0; i < n; ++i) {
-      const int k = cs[i]->current_k();
-      own[i] = {1 + k, cs[i]->ExpectedTokens(k), k * cs[i]->t_draft_};
-    }
+    for (size_t i = 0; i < n; ++i) own[i] = cs[i]->Brings(cs[i]->current_k());
     for (size_t i = 0; i < n; ++i) {
       ks[i] = std::clamp(cs[i]->Choose(Others::Of(own, i)), 0, std::max(0, caps[i]));
-      own[i] = {1 + ks[i], cs[i]->ExpectedTokens(ks[i]), ks[i] * cs[i]->t_draft_};
+      own[i] = cs[i]->Brings(ks[i]);
     }
     return ks;
   }

@@ -32,6 +32,14 @@ struct DraftJob {
   int rows = 0;
   double seconds = 0;
   Status status;
+  // Clears what came back, before a proposal fills it in.
+  void Reset() {
+    draft.clear();
+    q.clear();
+    rows = 0;
+    seconds = 0;
+    status = Status::Ok();
+  }
 };
 
 class Drafter {
@@ -124,28 +132,14 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // the overall one. K is one per sequence: in a followed stretch it climbs, at a gap it falls.
 //
 // In a batch (daisy serve: the decoding sequences of one micro-batch verify in one forward) a
-// step's time is the whole batch's, so a sequence's K is chosen for the batch's tokens per
-// second, not its own: the other sequences' rows, expected tokens and drafting time (Others)
-// enter the rate, and the verify times are kept per batch row count (K plus the others' rows).
-// Each sequence choosing in turn with the others' current K is a coordinate ascent on the
-// batch's rate; alone (Others empty) it is the rule above.
+// step's time is the whole batch's, so the K are chosen together for the batch's tokens per
+// second, not each sequence's own (ChooseTogether), and the verify times are kept per batch row
+// count (K plus the others' rows). A batch of one is the rule above.
 class KController {
  public:
   static constexpr int kStartK = 4;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
-  // What the other sequences of a batch bring to each step: their rows (one each, plus their
-  // drafts), the tokens they expect from it, and the seconds their drafting takes. A batch's
-  // drafts run together, a forward per draft position (ModelDrafter::ProposeAll), so drafting
-  // takes as long as the longest: K drafts cost max(K * draft_row_seconds(), draft_seconds).
-  struct Others {
-    int rows = 0;
-    double tokens = 0;
-    double draft_seconds = 0;
-    // Sequence i's others, from what each sequence of the batch brings (its own rows, tokens
-    // and drafting seconds): the sums of rows and tokens and the longest drafting but its own.
-    static Others Of(std::span<const Others> each, size_t i);
-  };
   // `max_rows`: the most rows a batch verifies in one forward (0: k_max + 1, one sequence).
   KController(int fixed_k, int k_max, int max_rows = 0);
   // Starts a new sequence from what another sequence's controller learned: the per-K verify
@@ -171,16 +165,11 @@ class KController {
   static std::vector<int> ChooseTogether(std::span<KController* const> cs, std::span<const int> caps, int plain);
   // The K the next Choose() moves from (the K last chosen; kStartK at first), or the fixed K.
   int current_k() const { return fixed_ > 0 ? fixed_ : k_; }
-  int Choose(const Others& others);
   int Choose() { return Choose(Others()); }
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward, which
   // also ran `other_rows` rows of other sequences (seconds < 0: not a clean measurement, such as
   // a batch that carried prompt rows; only the acceptance counts).
   void Verified(int k, int accepted, double seconds, int other_rows = 0);
-  // What this sequence brings to a batch's step when it drafts k: the tokens it expects (by
-  // its state's acceptance); its drafting takes k times draft_row_seconds().
-  double ExpectedTokens(int k) const;
-  double draft_row_seconds() const { return t_draft_; }
   // The drafter spent `seconds` running `rows` rows (at least the drafts).
   void Drafted(int rows, double seconds);
   // The overall acceptance estimate (reported per request and in /metrics).
@@ -191,6 +180,25 @@ class KController {
   double StepSeconds(int k) const;
 
  private:
+  // What the other sequences of a batch bring to each step: their rows (one each, plus their
+  // drafts), the tokens they expect from it, and the seconds their drafting takes. A batch's
+  // drafts run together, a forward per draft position (ModelDrafter::ProposeAll), so drafting
+  // takes as long as the longest: K drafts cost max(K * t_draft_, draft_seconds).
+  struct Others {
+    int rows = 0;
+    double tokens = 0;
+    double draft_seconds = 0;
+    // Sequence i's others, from what each sequence of the batch brings (its own rows, tokens
+    // and drafting seconds): the sums of rows and tokens and the longest drafting but its own.
+    static Others Of(std::span<const Others> each, size_t i);
+  };
+  // Choose() as one of a batch: the rate counts the others' tokens, rows and drafting.
+  int Choose(const Others& others);
+  // What this sequence brings to a batch's step when it drafts k (the tokens by its state's
+  // acceptance).
+  Others Brings(int k) const;
+  double ExpectedTokens(int k) const;
+  int MeasuredRowCounts() const;
   double VerifySeconds(int rows_less_one) const;
   int fixed_, k_max_, k_;
   int last_k_ = -1;  // the K of the last verify
