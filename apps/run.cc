@@ -131,6 +131,7 @@ int Run(const RunFlags& f) {
                           {"tokens_per_forward", stats.steps > 0 ? static_cast<double>(stats.generated - 1) / stats.steps : 0.0},
                           {"k_chosen", stats.k_chosen},
                           {"accepted_per_verify", stats.accepted_per_verify},
+                          {"draft_confidence", stats.draft_confidence},
                           {"verify_ms", VerifyMs(stats.verify_seconds)}};
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

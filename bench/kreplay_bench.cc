@@ -37,8 +37,15 @@ struct Costs {
 
 // The predicted bit per generated position (position 0 is the prefill's token) from a trace:
 // a verify at `pos` accepting L of K drafts predicted pos .. pos+L-1 and missed pos+L. A bonus
-// token's position (all K accepted) was not tested: counted as predicted.
-std::vector<bool> TextFromTrace(const nlohmann::json& j, std::string& error) {
+// token's position (all K accepted) was not tested: counted as predicted. If the trace has the
+// draft's confidences (`draft_confidence`), `confidence` gets the draft's at each position
+// given the true tokens before it (drafts pos .. pos+L of that verify; 1 at a bonus position).
+struct Text {
+  std::vector<bool> predicted;
+  std::vector<float> confidence;  // empty: not in the trace
+};
+
+Text TextFromTrace(const nlohmann::json& j, std::string& error) {
   const auto& s = j.at("speculative");
   const auto& acc = s.at("accepted_per_verify");
   const auto& ks = s.at("k_chosen");
@@ -47,7 +54,13 @@ std::vector<bool> TextFromTrace(const nlohmann::json& j, std::string& error) {
     error = "not a speculative trace (accepted_per_verify and k_chosen differ, or no tokens)";
     return {};
   }
+  const bool with_confidence = s.contains("draft_confidence");
+  if (with_confidence && s.at("draft_confidence").size() != ks.size()) {
+    error = "draft_confidence and k_chosen differ in length";
+    return {};
+  }
   std::vector<bool> bits(static_cast<size_t>(n) + 80, true);
+  std::vector<float> confidence(with_confidence ? bits.size() : 0, 1.0f);
   size_t pos = 1;
   for (size_t v = 0; v < acc.size() && pos < bits.size(); ++v) {
     const int l = acc[v].get<int>(), k = ks[v].get<int>();
@@ -56,22 +69,32 @@ std::vector<bool> TextFromTrace(const nlohmann::json& j, std::string& error) {
       return {};
     }
     if (l < k && pos + l < bits.size()) bits[pos + l] = false;
+    if (with_confidence) {
+      const auto& c = s.at("draft_confidence")[v];
+      if (c.size() != static_cast<size_t>(k)) {
+        error = "a verify's draft_confidence does not have k_chosen entries";
+        return {};
+      }
+      for (int i = 0; i <= l && i < k && pos + i < confidence.size(); ++i) confidence[pos + i] = c[i].get<float>();
+    }
     pos += static_cast<size_t>(l) + 1;
   }
   bits.resize(static_cast<size_t>(n));
-  return bits;
+  if (with_confidence) confidence.resize(static_cast<size_t>(n));
+  return {bits, confidence};
 }
 
 // Milliseconds to generate the text's tokens after the first with fixed K (adaptive when 0).
-double Replay(const std::vector<bool>& text, const Costs& c, int fixed_k, int k_max, uint32_t seed,
+double Replay(const Text& text, const Costs& c, int fixed_k, int k_max, uint32_t seed,
               std::optional<KController>* learned) {
   KController k_control(fixed_k, k_max);
   if (learned != nullptr && learned->has_value()) k_control.StartFrom(**learned);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-0.5, 0.5);
   const double seconds = daisy::pipeline::GenerateText(
-      k_control, text, 1, static_cast<int>(text.size()), c.draft_ms / 1000,
-      [&](int k) { return c.Verify(k) * (1 + c.noise * u(rng)) / 1000; });
+      k_control, text.predicted, 1, static_cast<int>(text.predicted.size()), c.draft_ms / 1000,
+      [&](int k) { return c.Verify(k) * (1 + c.noise * u(rng)) / 1000; },
+      text.confidence.empty() ? nullptr : &text.confidence);
   if (learned != nullptr) *learned = k_control;
   return seconds * 1000;
 }
@@ -98,7 +121,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   costs.verify_ms = verify_ms;
-  std::vector<std::vector<bool>> texts;
+  std::vector<Text> texts;
   size_t tokens = 0;
   for (const auto& f : traces) {
     std::ifstream in(f);
@@ -110,17 +133,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::string error;
-    std::vector<bool> text;
+    Text text;
     try {
       text = TextFromTrace(j, error);
     } catch (const std::exception& e) {
       error = e.what();
     }
-    if (text.empty()) {
+    if (text.predicted.empty()) {
       std::fprintf(stderr, "daisy-bench-kreplay: %s: %s\n", f.c_str(), error.c_str());
       return 1;
     }
-    tokens += text.size() - 1;
+    tokens += text.predicted.size() - 1;
     texts.push_back(std::move(text));
   }
   // Tokens per second over all texts and seeds (total tokens over total time), per mode.

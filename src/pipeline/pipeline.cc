@@ -154,6 +154,7 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
   } forget_draft{drafter, seq};
   std::vector<int32_t> draft;
   std::vector<DraftDistribution> q;
+  std::vector<float> confidence;
   while (true) {
     // The tokens this forward settled: one, or the accepted drafts plus one.
     const SeqResult* out = last.seqs.size() == 1 && last.seqs[0].seq == seq ? &last.seqs[0] : nullptr;
@@ -180,10 +181,20 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
     q.clear();
     const int want = options.max_tokens - static_cast<int>(generated.size()) - 1;
     const int k = drafter != nullptr ? std::min(k_control.Choose(), want) : 0;
+    confidence.clear();
     if (k > 0) {
-      const auto t0 = std::chrono::steady_clock::now();
-      DAISY_RETURN_IF_ERROR(drafter->Propose(seq, history, k, options.sampling, draft, q));
-      k_control.Drafted(std::max(static_cast<int>(draft.size()), drafter->last_rows()), Since(t0));
+      DraftJob job;
+      job.seq = seq;
+      job.history = history;
+      job.k = k;
+      job.sampling = &options.sampling;
+      job.more = [&](std::span<const float> c) { return k_control.MoreDrafts(c); };
+      drafter->ProposeAll(std::span<DraftJob>(&job, 1));
+      DAISY_RETURN_IF_ERROR(job.status);
+      k_control.Drafted(std::max(static_cast<int>(job.draft.size()), job.rows), job.seconds);
+      draft = std::move(job.draft);
+      q = std::move(job.q);
+      confidence = std::move(job.confidence);
     }
     ForwardHeader h;
     h.id = p.NextId();
@@ -207,11 +218,12 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
     if (!draft.empty()) {
       const int accepted = last.seqs.size() == 1 ? static_cast<int>(last.seqs[0].rows.size()) - 1 : 0;
       const double seconds = Since(t0);
-      k_control.Verified(static_cast<int>(draft.size()), accepted, seconds);
+      k_control.Verified(static_cast<int>(draft.size()), accepted, seconds, 0, confidence);
       ++st.verifies;
       st.drafted += static_cast<int>(draft.size());
       st.k_chosen.push_back(static_cast<int>(draft.size()));
       st.accepted_per_verify.push_back(accepted);
+      st.draft_confidence.push_back(confidence);
       st.verify_seconds.push_back(seconds);
     } else if (drafter != nullptr) {
       k_control.Verified(0, 0, Since(t0));

@@ -80,6 +80,7 @@ struct GenerateStats {
   int accepted = 0;
   std::vector<int> k_chosen;             // drafts per verify
   std::vector<int> accepted_per_verify;  // of them, accepted
+  std::vector<std::vector<float>> draft_confidence;  // per verify, the draft model's in each draft
   std::vector<double> verify_seconds;    // each verify's forward
 };
 

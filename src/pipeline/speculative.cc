@@ -150,6 +150,7 @@ void ModelDrafter::Step(std::vector<Live>& live) {
     }
     const RowOutput& row = *got[i];
     int32_t token = row.token;
+    float confidence = std::exp(row.logprob);
     DraftDistribution qi;
     if (j.sampling->temperature > 0) {
       qi = DraftQ(row.top, *j.sampling);
@@ -159,14 +160,21 @@ void ModelDrafter::Step(std::vector<Live>& live) {
       }
       const uint64_t position = j.history.size() + j.draft.size();
       token = DrawFrom(qi, runtime::Sampler::Uniform(j.sampling->seed, position, 3));
+      for (auto [id, prob] : qi) {
+        if (id == token) confidence = prob;
+      }
     }
     l.start += static_cast<int32_t>(l.feed.size());
     j.rows += static_cast<int>(l.feed.size());
     *l.cached = static_cast<size_t>(l.start);
     j.draft.push_back(token);
     j.q.push_back(std::move(qi));
+    j.confidence.push_back(confidence);
     l.feed.assign(1, token);
-    if (static_cast<int>(j.draft.size()) < j.k) next.push_back(std::move(l));
+    // The stop depends only on the draft's side (its confidences) and on what was settled
+    // before: the accept/reject rule stays exact.
+    const bool more = !j.more || j.more(j.confidence);
+    if (more && static_cast<int>(j.draft.size()) < j.k) next.push_back(std::move(l));
   }
   live = std::move(next);
 }
@@ -247,6 +255,9 @@ void KController::StartFrom(const KController& other) {
   // property of the target/draft pair more than of one text: the decayed counts carry over.
   std::copy(std::begin(other.state_successes_), std::end(other.state_successes_), state_successes_);
   std::copy(std::begin(other.state_trials_), std::end(other.state_trials_), state_trials_);
+  // So is how often a draft is taken at each confidence.
+  std::copy(std::begin(other.conf_successes_), std::end(other.conf_successes_), conf_successes_);
+  std::copy(std::begin(other.conf_trials_), std::end(other.conf_trials_), conf_trials_);
 }
 
 double KController::StateAcceptance() const {
@@ -329,8 +340,41 @@ int KController::Choose(const Others& others) {
     if (rate > best_rate) best_rate = rate, best = kk;
   }
   k_ = best;
+  // Alone and gated, the draft's confidences end the drafting (MoreDrafts); k_ keeps following
+  // the rule above for when gating stops.
+  if (others.rows == 0 && Gating()) return k_max_;
   if (k_ == 0 && steps_ % 8 == 0) return 1;  // probe, so the acceptance estimate can recover
   return k_;
+}
+
+namespace {
+
+int ConfidenceBin(float confidence) {
+  return std::clamp(static_cast<int>(confidence * KController::kConfidenceBins), 0, KController::kConfidenceBins - 1);
+}
+
+}  // namespace
+
+double KController::Calibrated(float confidence) const {
+  const int b = ConfidenceBin(confidence);
+  return (conf_successes_[b] + kShrink * alpha_) / (conf_trials_[b] + kShrink);
+}
+
+bool KController::Gating() const {
+  if (fixed_ > 0 || alpha_ >= kGateBelow || MeasuredRowCounts() < 2) return false;
+  return std::any_of(std::begin(conf_trials_), std::end(conf_trials_), [](double t) { return t > 0; });
+}
+
+bool KController::MoreDrafts(std::span<const float> confidence, int other_rows) const {
+  if (other_rows > 0 || confidence.empty() || !Gating()) return true;
+  const int i = static_cast<int>(confidence.size());
+  double all_taken = 1;
+  for (float c : confidence) all_taken *= Calibrated(c);
+  // The bar: the recent tokens per second (before any, the rule's expectation at its K).
+  const double bar = recent_seconds_ > 0 ? recent_tokens_ / recent_seconds_
+                                         : ExpectedTokens(k_) / std::max(StepSeconds(k_), 1e-9);
+  const double cost = VerifySeconds(i + 1) - VerifySeconds(i) + t_draft_;
+  return all_taken * std::clamp(alpha_, 0.0, 0.999) > bar * cost;
 }
 
 std::vector<int> KController::ChooseTogether(std::span<KController* const> cs, std::span<const int> caps, int plain) {
@@ -399,8 +443,15 @@ std::vector<int> KController::ChooseTogether(std::span<KController* const> cs, s
   return best;
 }
 
-void KController::Verified(int k, int accepted, double seconds, int other_rows) {
+void KController::Verified(int k, int accepted, double seconds, int other_rows, std::span<const float> confidence) {
   if (k < 0 || k > k_max_) return;
+  // The drafts tried (up to the first rejection), each under its confidence.
+  const int judged = std::min({std::clamp(accepted, 0, k) + 1, k, static_cast<int>(confidence.size())});
+  for (int j = 0; j < judged; ++j) {
+    const int b = ConfidenceBin(confidence[j]);
+    conf_successes_[b] += j < accepted ? 1 : 0;
+    conf_trials_[b] += 1;
+  }
   const size_t at = static_cast<size_t>(k) + static_cast<size_t>(std::max(0, other_rows));
   if (seconds >= 0 && at < verify_->size()) {
     Timing& t = (*verify_)[at];
@@ -409,6 +460,11 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows) 
     ++t.n;
   }
   last_k_ = k;
+  if (seconds >= 0 && other_rows <= 0) {
+    constexpr double kRecent = 0.9;  // per verify
+    recent_tokens_ = recent_tokens_ * kRecent + std::clamp(accepted, 0, k) + 1;
+    recent_seconds_ = recent_seconds_ * kRecent + seconds + k * t_draft_;
+  }
   if (k > 0) {
     // Drafts are tried in order until the first rejection: `accepted` successes in
     // accepted + (a rejection ? 1 : 0) trials (the geometric estimate, decayed).

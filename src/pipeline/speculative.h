@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -24,11 +25,17 @@ struct DraftJob {
   std::span<const int32_t> history;  // all of the sequence's tokens so far
   int k = 0;                         // drafts wanted (0: none)
   const runtime::SamplingParams* sampling = nullptr;
+  // Asked after each draft, with the draft model's confidence in each draft so far, whether to
+  // draft another (KController::MoreDrafts); empty: draft k. Only a draft model asks.
+  std::function<bool(std::span<const float>)> more;
   // What came back: the drafts (maybe fewer than k) and their distributions, as from Propose;
-  // the rows run through a draft model for this sequence (catch-up and drafts) and the seconds
-  // of the draft forwards it had rows in (shared with the other jobs in them); the error, if any.
+  // the draft model's confidence in each draft (the probability it gave the draft: the argmax's
+  // when greedy, the drawn token's under q when sampling; empty from prompt lookup); the rows
+  // run through a draft model for this sequence (catch-up and drafts) and the seconds of the
+  // draft forwards it had rows in (shared with the other jobs in them); the error, if any.
   std::vector<int32_t> draft;
   std::vector<DraftDistribution> q;
+  std::vector<float> confidence;
   int rows = 0;
   double seconds = 0;
   Status status;
@@ -36,6 +43,7 @@ struct DraftJob {
   void Reset() {
     draft.clear();
     q.clear();
+    confidence.clear();
     rows = 0;
     seconds = 0;
     status = Status::Ok();
@@ -135,9 +143,18 @@ Status CheckSettled(const SeqResult* out, std::span<const int32_t> draft, int32_
 // step's time is the whole batch's, so the K are chosen together for the batch's tokens per
 // second, not each sequence's own (ChooseTogether), and the verify times are kept per batch row
 // count (K plus the others' rows). A batch of one is the rule above.
+//
+// With a draft model, a sequence verifying alone is also gated by the draft's confidence
+// (Gating, MoreDrafts): once two row counts are measured, while acceptance is below
+// kGateBelow, Choose() allows up to k_max and drafting stops at the first draft after which
+// one more is not worth its cost: the chance every draft so far is taken (each draft's
+// acceptance as learned for its confidence) times the acceptance rate, against the marginal
+// verify row and draft at the recent tokens per second.
 class KController {
  public:
   static constexpr int kStartK = 4;
+  static constexpr double kGateBelow = 0.9;  // acceptance above which confidences are not used
+  static constexpr int kConfidenceBins = 10;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
   // `max_rows`: the most rows a batch verifies in one forward (0: k_max + 1, one sequence).
@@ -169,7 +186,18 @@ class KController {
   // One verify: `k` drafted, `accepted` of them taken; `seconds` for the target's forward, which
   // also ran `other_rows` rows of other sequences (seconds < 0: not a clean measurement, such as
   // a batch that carried prompt rows; only the acceptance counts).
-  void Verified(int k, int accepted, double seconds, int other_rows = 0);
+  // `confidence`: the draft model's in each of the k drafts (empty: none, as prompt lookup).
+  void Verified(int k, int accepted, double seconds, int other_rows = 0, std::span<const float> confidence = {});
+  // Whether drafting is gated by the draft's confidence now (see the class comment): an
+  // adaptive K, verify times at two row counts or more, confidences seen, acceptance below
+  // kGateBelow. Choose() then returns k_max for a sequence alone.
+  bool Gating() const;
+  // After a draft, with the confidences of the drafts so far: whether to draft another. Always
+  // true when not Gating() or in a batch (other_rows > 0: the batch's K were chosen together).
+  bool MoreDrafts(std::span<const float> confidence, int other_rows = 0) const;
+  // A draft's chance of being taken (the ones before it taken) for its confidence: the
+  // acceptance seen at confidences in its tenth of [0, 1], shrunk towards the overall rate.
+  double Calibrated(float confidence) const;
   // The drafter spent `seconds` running `rows` rows (at least the drafts).
   void Drafted(int rows, double seconds);
   // The overall acceptance estimate (reported per request and in /metrics).
@@ -216,6 +244,10 @@ class KController {
   std::shared_ptr<std::vector<Timing>> verify_;
   double t_draft_ = 0;
   int steps_ = 0;
+  // Per confidence bin: drafts taken and tried (counted like the acceptance, undecayed).
+  double conf_successes_[kConfidenceBins] = {}, conf_trials_[kConfidenceBins] = {};
+  // Recent tokens per second (decayed sums of each verify's tokens and its step's seconds).
+  double recent_tokens_ = 0, recent_seconds_ = 0;
 };
 
 }  // namespace daisy::pipeline

@@ -71,6 +71,7 @@ struct Scheduler::Seq {
   // Speculative decoding: the drafts in flight (empty: a plain step) and the K controller.
   std::vector<int32_t> draft;
   std::vector<pipeline::DraftDistribution> q;
+  std::vector<float> confidence;  // the draft model's in each draft (KController::MoreDrafts)
   std::unique_ptr<pipeline::KController> k;
 };
 
@@ -209,6 +210,7 @@ void Scheduler::DraftFor(int group) {
     if (s.group != group || s.in_flight || s.done || s.prefilled < s.req->params().prompt.size()) continue;
     s.draft.clear();
     s.q.clear();
+    s.confidence.clear();
     decoding.push_back(&s);
   }
   // The K of every drafting sequence, chosen together for the batch's rate.
@@ -241,6 +243,8 @@ void Scheduler::DraftFor(int group) {
     j.history = s.history;
     j.k = k;
     j.sampling = &s.req->params().sampling;
+    // Alone in the batch (others' rows 0), the draft's confidences may end it early.
+    j.more = [c = s.k.get(), &rows, k](std::span<const float> conf) { return c->MoreDrafts(conf, rows - 1 - k); };
     jobs.push_back(std::move(j));
     whose.push_back(&s);
   }
@@ -259,6 +263,7 @@ void Scheduler::DraftFor(int group) {
     }
     s.draft = std::move(j.draft);
     s.q = std::move(j.q);
+    s.confidence = std::move(j.confidence);
   }
   std::lock_guard lock(mu_);
   metrics_.draft_seconds += took;
@@ -373,7 +378,8 @@ Status Scheduler::FinishOldest() {
     timed = timed || shares;
     if (!s.draft.empty()) {
       const int accepted = static_cast<int>(n_out) - 1;
-      s.k->Verified(static_cast<int>(s.draft.size()), accepted, t, b.rows - 1 - static_cast<int>(s.draft.size()));
+      s.k->Verified(static_cast<int>(s.draft.size()), accepted, t, b.rows - 1 - static_cast<int>(s.draft.size()),
+                    s.confidence);
       s.req->CountDrafts(static_cast<int>(s.draft.size()), accepted);
       o_.drafter->Settled(s.id, settled + static_cast<size_t>(accepted));
       std::lock_guard lock(mu_);
