@@ -132,6 +132,7 @@ int Run(const RunFlags& f) {
                           {"k_chosen", stats.k_chosen},
                           {"accepted_per_verify", stats.accepted_per_verify},
                           {"draft_confidence", stats.draft_confidence},
+                          {"confidence_stops", stats.confidence_stops},
                           {"verify_ms", VerifyMs(stats.verify_seconds)}};
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

@@ -195,6 +195,7 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
       draft = std::move(job.draft);
       q = std::move(job.q);
       confidence = std::move(job.confidence);
+      if (job.more && !confidence.empty() && static_cast<int>(draft.size()) < k) ++st.confidence_stops;
     }
     ForwardHeader h;
     h.id = p.NextId();

@@ -81,6 +81,7 @@ struct GenerateStats {
   std::vector<int> k_chosen;             // drafts per verify
   std::vector<int> accepted_per_verify;  // of them, accepted
   std::vector<std::vector<float>> draft_confidence;  // per verify, the draft model's in each draft
+  int confidence_stops = 0;  // verifies whose drafting the draft's confidence ended below K
   std::vector<double> verify_seconds;    // each verify's forward
 };
 

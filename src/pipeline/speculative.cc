@@ -173,8 +173,7 @@ void ModelDrafter::Step(std::vector<Live>& live) {
     l.feed.assign(1, token);
     // The stop depends only on the draft's side (its confidences) and on what was settled
     // before: the accept/reject rule stays exact.
-    const bool more = !j.more || j.more(j.confidence);
-    if (more && static_cast<int>(j.draft.size()) < j.k) next.push_back(std::move(l));
+    if (static_cast<int>(j.draft.size()) < j.k && (!j.more || j.more(j.confidence))) next.push_back(std::move(l));
   }
   live = std::move(next);
 }

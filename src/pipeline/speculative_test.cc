@@ -102,7 +102,7 @@ void ExpectGreedyIdentical(const std::string& kind, bool lookup) {
   ModelDrafter model_drafter(*draft_model.p);
   LookupDrafter lookup_drafter;
   Drafter& drafter = lookup ? static_cast<Drafter&>(lookup_drafter) : model_drafter;
-  int verifies = 0, drafted = 0, accepted = 0;
+  int verifies = 0, drafted = 0, accepted = 0, stops = 0;
   for (int salt = 0; salt < 4; ++salt) {
     const auto prompt = lookup ? Repetitive(salt) : Prompt(3 + salt * 9, salt);
     const int n = 30 + salt * 17;
@@ -113,6 +113,7 @@ void ExpectGreedyIdentical(const std::string& kind, bool lookup) {
           << kind << (lookup ? " lookup" : " draft") << " prompt " << salt << " k " << k;
       EXPECT_EQ(st.generated, n);
       verifies += st.verifies;
+      stops += st.confidence_stops;
       drafted += st.drafted;
       accepted += st.accepted;
     }
@@ -121,6 +122,10 @@ void ExpectGreedyIdentical(const std::string& kind, bool lookup) {
   EXPECT_GT(verifies, 0);
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);
+  // With a draft model, adaptive K let the draft's confidence end some drafting.
+  if (!lookup) {
+    EXPECT_GT(stops, 0);
+  }
 }
 
 TEST(Speculative, GreedyWithADraftModelIsIdenticalOnTheWholeModel) { ExpectGreedyIdentical("whole", false); }
@@ -218,6 +223,71 @@ TEST(Speculative, ADraftModelDraftsForManySequencesAtOnceAsForEachAlone) {
   }
 }
 
+// A draft's confidence is the probability the draft model gave it: greedily, its argmax's, the
+// same bits as plain decoding on the draft model reports (batch invariance). Asked after each
+// draft, `more` ends the drafting: the drafts so far are kept, with their confidences.
+TEST(Speculative, ADraftModelReportsItsConfidenceInEachDraftAndStopsWhenAsked) {
+  Topology draft_model("whole", TheEnv().dir / "draft.gguf");
+  Topology plain_model("whole", TheEnv().dir / "draft.gguf");
+  ModelDrafter drafter(*draft_model.p);
+  const auto prompt = Prompt(9, 5);
+  GenerateOptions g;
+  g.max_tokens = 6;
+  GenerateStats plain;
+  auto ids = Generate(*plain_model.p, 0, prompt, g, nullptr, &plain);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  runtime::SamplingParams greedy;
+  DraftJob all;
+  all.seq = 1;
+  all.history = prompt;
+  all.k = 5;
+  all.sampling = &greedy;
+  std::vector<std::vector<float>> asked;
+  all.more = [&](std::span<const float> c) {
+    asked.emplace_back(c.begin(), c.end());
+    return true;
+  };
+  drafter.ProposeAll(std::span<DraftJob>(&all, 1));
+  ASSERT_TRUE(all.status.ok()) << all.status.message();
+  ASSERT_EQ(all.draft, std::vector<int32_t>(ids->begin(), ids->begin() + 5));
+  ASSERT_EQ(all.confidence.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(all.confidence[i], std::exp(plain.logprobs[i])) << i;
+    EXPECT_GT(all.confidence[i], 0.0f);
+    EXPECT_LE(all.confidence[i], 1.0f);
+  }
+  // Asked after every draft but the k-th, with the confidences so far.
+  ASSERT_EQ(asked.size(), 4u);
+  for (size_t i = 0; i < asked.size(); ++i) {
+    EXPECT_EQ(asked[i], std::vector<float>(all.confidence.begin(), all.confidence.begin() + i + 1));
+  }
+  DraftJob two = all;
+  two.more = [](std::span<const float> c) { return c.size() < 2; };
+  drafter.Settled(1, prompt.size());
+  drafter.ProposeAll(std::span<DraftJob>(&two, 1));
+  ASSERT_TRUE(two.status.ok());
+  EXPECT_EQ(two.draft, std::vector<int32_t>(all.draft.begin(), all.draft.begin() + 2));
+  EXPECT_EQ(two.confidence, std::vector<float>(all.confidence.begin(), all.confidence.begin() + 2));
+  // Sampled: the drawn token's probability under q.
+  runtime::SamplingParams sampled;
+  sampled.temperature = 0.8f;
+  sampled.seed = 3;
+  DraftJob drawn = all;
+  drawn.sampling = &sampled;
+  drawn.more = nullptr;
+  drafter.Settled(1, prompt.size());
+  drafter.ProposeAll(std::span<DraftJob>(&drawn, 1));
+  ASSERT_TRUE(drawn.status.ok());
+  ASSERT_EQ(drawn.confidence.size(), drawn.draft.size());
+  for (size_t i = 0; i < drawn.draft.size(); ++i) {
+    float want = -1;
+    for (auto [id, prob] : drawn.q[i]) {
+      if (id == drawn.draft[i]) want = prob;
+    }
+    EXPECT_EQ(drawn.confidence[i], want) << i;
+  }
+}
+
 TEST(Speculative, GreedyWithARepetitionPenaltyIsIdentical) {
   Topology target("whole");
   Topology draft_model("whole", TheEnv().dir / "draft.gguf");
@@ -281,8 +351,11 @@ int32_t Draw(const DraftDistribution& q, std::mt19937_64& rng) {
 // Draws `n` verifications of two drafts [d0, d1], each drawn from its distribution q0, q1
 // (empty: always the given token), over fixed row logits; checks that the first output is
 // distributed as p0 and, where d0 was accepted, the second as p1 (chi-square, 5 degrees of
-// freedom; 25 is beyond the 99.99th percentile).
-void ExpectTargetDistribution(const DraftDistribution& q0, const DraftDistribution& q1, int32_t d0, int32_t d1) {
+// freedom; 25 is beyond the 99.99th percentile). With `gated`, d1 is drafted only when q0 gave
+// d0 at least 0.4 (adaptive K stops on the draft's own confidence): the second token, after an
+// accepted d0, is then d1's verdict or the bonus, and either way distributed as p1.
+void ExpectTargetDistribution(const DraftDistribution& q0, const DraftDistribution& q1, int32_t d0, int32_t d1,
+                              bool gated = false) {
   const std::vector<float> l0 = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f, -1.0f};
   const std::vector<float> l1 = {0.3f, 1.5f, 0.1f, -0.2f, 0.9f, 0.4f};
   std::vector<float> logits(l0);
@@ -303,8 +376,19 @@ void ExpectTargetDistribution(const DraftDistribution& q0, const DraftDistributi
   std::mt19937_64 rng(42);
   for (int t = 0; t < n; ++t) {
     out.sampling.seed = 1000 + t;
-    if (!q0.empty()) out.draft[0] = d0 = Draw(q0, rng);
-    if (!q1.empty()) out.draft[1] = d1 = Draw(q1, rng);
+    if (!q0.empty()) d0 = Draw(q0, rng);
+    if (!q1.empty()) d1 = Draw(q1, rng);
+    float confidence = 1;
+    for (auto [id, prob] : q0) {
+      if (id == d0) confidence = prob;
+    }
+    if (!gated || confidence >= 0.4f) {
+      out.draft = {d0, d1};
+      out.draft_q = {q0, q1};
+    } else {
+      out.draft = {d0};
+      out.draft_q = {q0};
+    }
     std::vector<RowOutput> rows;
     Verify(out, logits, kVocab, rows);
     ASSERT_GE(rows.size(), 1u);
@@ -325,6 +409,10 @@ void ExpectTargetDistribution(const DraftDistribution& q0, const DraftDistributi
 TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWithADraftDistribution) {
   // A draft that is wrong about the ranking, with support missing some of the target's tokens.
   ExpectTargetDistribution({{0, 0.5f}, {1, 0.3f}, {2, 0.2f}}, {{4, 0.6f}, {5, 0.4f}}, 0, 0);
+}
+
+TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWhenTheDraftsConfidenceSetsK) {
+  ExpectTargetDistribution({{0, 0.5f}, {1, 0.3f}, {2, 0.2f}}, {{4, 0.6f}, {5, 0.4f}}, 0, 0, true);
 }
 
 TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWithCertainDrafts) {

@@ -45,6 +45,15 @@ test("greedy speculative decoding gives exactly the plain ids, whole and on 2 st
         assert.equal(acc.reduce((a, b) => a + b, 0), r.speculative.accepted);
         acc.forEach((a, i) => assert.ok(a >= 0 && a <= ks[i] && ms[i] >= 0, `verify ${i}: ${a} of ${ks[i]} in ${ms[i]} ms`));
         if (spec.includes("--spec-k")) assert.ok(ks.every((k) => k <= Number(spec[spec.length - 1])));
+        // The draft model's confidence in each draft (a probability); none from prompt lookup.
+        const conf = r.speculative.draft_confidence;
+        assert.equal(conf.length, ks.length);
+        conf.forEach((c, i) => {
+          assert.equal(c.length, spec[0] === "--draft" ? ks[i] : 0, `verify ${i}`);
+          assert.ok(c.every((x) => x > 0 && x <= 1), `verify ${i}: ${c}`);
+        });
+        // A fixed K is never cut short by confidence.
+        if (spec.includes("--spec-k") || spec[0] === "--lookup") assert.equal(r.speculative.confidence_stops, 0);
         if (spec[0] === "--draft") {
           accepted += r.speculative.accepted;
           drafted += r.speculative.drafted;
