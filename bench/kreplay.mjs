@@ -4,7 +4,10 @@
 // `daisy run --spec-k 12` on one node, measures the verify's time at K = 0 .. --time-ks (median
 // of the runs' verify_ms; K = 0: a plain decode) and the draft's time per token once, on core 0,
 // then replays at each --delays D: every verify (and plain decode) costs 2·D ms more, a round
-// trip through 2 stages with D ms per hop. Prints one JSON object (last line).
+// trip through 2 stages with D ms per hop. Prints one JSON object (last line). Traces recorded
+// by a build that reports `draft_confidence` replay the adaptive rule with the draft's
+// confidences (docs/speculative.md, "The draft's confidence"); older traces without them.
+// Re-record (--reuse-traces 0) to replay with them.
 //
 // --verify-ms T0,T1,... and --draft-ms D replay with given costs instead of measuring them (the
 // costs of another host, or of this one measured before); --reuse-traces 1 replays the texts

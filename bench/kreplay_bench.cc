@@ -4,7 +4,10 @@
 // accepted_per_verify), and a verify's cost is a property of the pipeline (measured per K).
 // Each text is then generated again in simulation by the adaptive controller (cold: as `daisy
 // run`; warm: starting from the previous text's controller, as `daisy serve`) and by fixed K,
-// with the verify times jittered by --noise, over --seeds seeds. Prints one JSON object.
+// with the verify times jittered by --noise, over --seeds seeds. A trace that carries the draft's
+// confidences (`draft_confidence`, daisy run --json) is replayed with them, so the adaptive rule
+// may stop drafting on them (KController::MoreDrafts) as it does live; fixed K never does.
+// Prints one JSON object.
 //
 //   daisy-bench-kreplay --verify-ms 352,380,422,451,512 --draft-ms 27 TRACE.json...
 #include <CLI/CLI.hpp>

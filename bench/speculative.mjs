@@ -16,6 +16,8 @@
 // round). One 64-token greedy text favours whichever fixed K happens to line up with where the
 // draft and the target part ways; over several texts the best fixed K is the one a user could
 // actually pick, and `mean` (total tokens over total time) compares the modes over all of them.
+// --ab OLD_BINARY adds the mode "adaptive@ab": adaptive K from another build (its coordinator;
+// the worker is this build's), in the same alternation, to compare two versions of the rule.
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
@@ -39,6 +41,7 @@ const nPrompts = Math.max(1, Number(args.prompts ?? 1));
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const {daisy, background} = daisyRunner(bin);
+const ab = args.ab ? daisyRunner(String(args.ab)) : null;
 
 const prompts = benchPrompts(nPrompts);
 const prompt = prompts[0];
@@ -71,9 +74,10 @@ async function benchPair(scale) {
   }
   const modes = {plain: [], adaptive: ["--draft", draft]};
   for (const k of ks) modes[`k${k}`] = ["--draft", draft, "--spec-k", String(k)];
+  if (ab) modes["adaptive@ab"] = ["--draft", draft];
   const runs = {};
   const runOnce = (w, m, ids = prompt) =>
-    daisy(["run", ...where[w], ...modes[m], "--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
+    (m.endsWith("@ab") ? ab.daisy : daisy)(["run", ...where[w], ...modes[m], "--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
   for (const w of Object.keys(where)) {
     runs[w] = {};
     for (const m of Object.keys(modes)) runs[w][m] = {tok_s: [], seconds: 0, acceptance: [], tokens_per_forward: [], k_chosen: []};

@@ -349,6 +349,7 @@ int KController::Choose(const Others& others) {
 namespace {
 
 int ConfidenceBin(float confidence) {
+  if (!(confidence >= 0)) return 0;  // NaN (a broken draft forward) counts as no confidence
   return std::clamp(static_cast<int>(confidence * KController::kConfidenceBins), 0, KController::kConfidenceBins - 1);
 }
 
