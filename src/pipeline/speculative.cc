@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <tuple>
 
 namespace daisy::pipeline {
 
@@ -45,15 +46,16 @@ DraftDistribution DraftQ(const std::vector<std::pair<int32_t, float>>& top, cons
   return q;
 }
 
-int32_t DrawFrom(const DraftDistribution& q, double u) {
+// The drawn candidate: its token and its probability under q.
+const std::pair<int32_t, float>& DrawFrom(const DraftDistribution& q, double u) {
   double total = 0;
   for (auto [id, prob] : q) total += prob;
   u *= total;
-  for (auto [id, prob] : q) {
-    u -= prob;
-    if (u < 0) return id;
+  for (const auto& c : q) {
+    u -= c.second;
+    if (u < 0) return c;
   }
-  return q.back().first;
+  return q.back();
 }
 
 }  // namespace
@@ -159,10 +161,7 @@ void ModelDrafter::Step(std::vector<Live>& live) {
         continue;
       }
       const uint64_t position = j.history.size() + j.draft.size();
-      token = DrawFrom(qi, runtime::Sampler::Uniform(j.sampling->seed, position, 3));
-      for (auto [id, prob] : qi) {
-        if (id == token) confidence = prob;
-      }
+      std::tie(token, confidence) = DrawFrom(qi, runtime::Sampler::Uniform(j.sampling->seed, position, 3));
     }
     l.start += static_cast<int32_t>(l.feed.size());
     j.rows += static_cast<int>(l.feed.size());
@@ -445,9 +444,10 @@ std::vector<int> KController::ChooseTogether(std::span<KController* const> cs, s
 
 void KController::Verified(int k, int accepted, double seconds, int other_rows, std::span<const float> confidence) {
   if (k < 0 || k > k_max_) return;
-  // The drafts tried (up to the first rejection), each under its confidence.
-  const int judged = std::min({std::clamp(accepted, 0, k) + 1, k, static_cast<int>(confidence.size())});
-  for (int j = 0; j < judged; ++j) {
+  // Drafts are tried in order until the first rejection: `accepted` taken of
+  // accepted + (a rejection ? 1 : 0) tried; each tried one counts under its confidence.
+  const int tried = accepted + (accepted < k ? 1 : 0);
+  for (int j = 0; j < std::min(tried, static_cast<int>(confidence.size())); ++j) {
     const int b = ConfidenceBin(confidence[j]);
     conf_successes_[b] += j < accepted ? 1 : 0;
     conf_trials_[b] += 1;
@@ -466,9 +466,7 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     recent_seconds_ = recent_seconds_ * kRecent + seconds + k * t_draft_;
   }
   if (k > 0) {
-    // Drafts are tried in order until the first rejection: `accepted` successes in
-    // accepted + (a rejection ? 1 : 0) trials (the geometric estimate, decayed).
-    const double tried = accepted + (accepted < k ? 1 : 0);
+    // The geometric estimate, decayed.
     successes_ = successes_ * kDecay + accepted;
     trials_ = trials_ * kDecay + tried;
     alpha_ = successes_ / trials_;
