@@ -1,6 +1,7 @@
 #include "apps/coordinator.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "base/log.h"
 #include "base/strings.h"
@@ -138,7 +139,21 @@ void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s) {
   app.add_flag("--lookup", s.lookup, "Speculative decoding by prompt lookup (no draft model)");
   app.add_option("--spec-k", s.k, "Drafted tokens per verify (0: adaptive)")->capture_default_str();
   app.add_option("--spec-k-max", s.k_max, "Largest adaptive K")->capture_default_str();
+  app.add_option("--spec-profile", s.profile,
+                 "JSON file keeping what the adaptive K learned about this model and draft between runs "
+                 "(read at the start if it exists, written at the end)");
 }
+
+namespace {
+
+// A file's name and size: cheap, and enough to tell models apart (a wrong match costs speed only).
+std::string FileIdentity(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  return std::filesystem::path(path).filename().string() + " (" + (ec ? "?" : std::to_string(size)) + " bytes)";
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, const CoordinatorFlags& f,
                                                      const Loaded& target, int ctx, int max_seqs) {
@@ -146,7 +161,11 @@ Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, 
   if (s.k < 0 || s.k_max < 1 || s.k_max > 64) {
     return InvalidArgument("--spec-k must be 0 (adaptive) or more, and --spec-k-max 1 to 64");
   }
+  if (!s.profile.empty() && !s.any()) return InvalidArgument("--spec-profile needs --draft or --lookup");
   auto spec = std::make_unique<Speculation>();
+  spec->pair = (target.shards.empty() ? "model " + FileIdentity(f.model)
+                                      : "model fingerprint " + target.shards.front().info.fingerprint) +
+               ", " + (s.lookup ? std::string("prompt lookup") : "draft " + FileIdentity(s.draft));
   if (s.lookup) spec->drafter = std::make_unique<pipeline::LookupDrafter>();
   if (s.draft.empty()) return spec;
   CoordinatorFlags df;

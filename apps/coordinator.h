@@ -68,12 +68,16 @@ struct SpeculativeFlags {
   bool lookup = false;
   int k = 0;          // 0: adaptive
   int k_max = 12;
+  std::string profile;  // --spec-profile: what the K controller learned, kept between runs
   bool any() const { return !draft.empty() || lookup; }
 };
-// --draft, --lookup, --spec-k, --spec-k-max.
+// --draft, --lookup, --spec-k, --spec-k-max, --spec-profile.
 void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s);
 
 struct Speculation {
+  // What a --spec-profile is for: the target (its shards' fingerprint, or its file's name and
+  // size) and the drafter (the draft's file name and size, or prompt lookup).
+  std::string pair;
   Loaded draft;                                // --draft: the draft model
   std::unique_ptr<pipeline::Pipeline> draft_pipe;
   std::unique_ptr<pipeline::Drafter> drafter;  // null without --draft or --lookup

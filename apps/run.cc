@@ -14,9 +14,11 @@
 #include "model/llama_weights.h"
 #include "pipeline/cluster.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/speculative.h"
 #include "runtime/generate.h"
 #include "shard/load.h"
 #include "runtime/stage.h"
+#include "serve/spec_profile.h"
 #include "tokenizer/tokenizer.h"
 
 namespace daisy::apps {
@@ -84,6 +86,14 @@ int Run(const RunFlags& f) {
   options.drafter = drafter;
   options.spec_k = f.spec.k;
   options.spec_k_max = f.spec.k_max;
+  pipeline::KController k_control(f.spec.k, f.spec.k_max);
+  options.k_control = &k_control;
+  bool restored = false;
+  if (!f.spec.profile.empty()) {
+    auto r = serve::LoadSpecProfile(f.spec.profile, (*spec)->pair, k_control);
+    if (!r.ok()) return Fail(r.status().message());
+    restored = *r;
+  }
   if (!f.ignore_eos) options.is_eog = [&](int32_t t) { return l.tokenizer->is_eog(t); };
   tokenizer::StreamDecoder stream(*l.tokenizer, /*special=*/false);
   std::string text;
@@ -99,6 +109,10 @@ int Run(const RunFlags& f) {
   pipeline::GenerateStats stats;
   auto ids = pipeline::Generate(**pipe, 0, *prompt, options, on_token, &stats);
   if (!ids.ok()) return Fail(ids.status().message());
+  if (!f.spec.profile.empty()) {
+    const Status saved = serve::SaveSpecProfile(f.spec.profile, (*spec)->pair, k_control);
+    if (!saved.ok()) DAISY_LOG_WARN("%s", saved.message().c_str());
+  }
   const std::string rest = stream.Flush();
   text += rest;
   const double prompt_tps = stats.prompt_seconds > 0 ? stats.prompt_tokens / stats.prompt_seconds : 0;
@@ -133,6 +147,7 @@ int Run(const RunFlags& f) {
                           {"accepted_per_verify", stats.accepted_per_verify},
                           {"draft_confidence", stats.draft_confidence},
                           {"confidence_stops", stats.confidence_stops},
+                          {"profile", f.spec.profile.empty() ? "none" : restored ? "restored" : "new"},
                           {"verify_ms", VerifyMs(stats.verify_seconds)}};
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
@@ -10,8 +11,10 @@
 #include "base/log.h"
 #include "base/memory_stats.h"
 #include "base/strings.h"
+#include "pipeline/speculative.h"
 #include "serve/http_server.h"
 #include "serve/scheduler.h"
+#include "serve/spec_profile.h"
 #include "transport/net.h"
 
 namespace daisy::apps {
@@ -77,6 +80,17 @@ int Serve(const ServeFlags& f) {
   so.drafter = (*spec)->drafter.get();
   so.spec_k = f.spec.k;
   so.spec_k_max = f.spec.k_max;
+  std::optional<pipeline::KController> profile;
+  if (!f.spec.profile.empty()) {
+    profile.emplace(f.spec.k, f.spec.k_max, so.max_batch_rows);
+    auto r = serve::LoadSpecProfile(f.spec.profile, (*spec)->pair, *profile);
+    if (!r.ok()) return Fail(r.status().message());
+    if (*r) so.spec_start = &*profile;
+    so.on_learned = [path = f.spec.profile, pair = (*spec)->pair](const pipeline::KController& k) {
+      const Status saved = serve::SaveSpecProfile(path, pair, k);
+      if (!saved.ok()) DAISY_LOG_WARN("%s", saved.message().c_str());
+    };
+  }
   serve::Scheduler scheduler(**pipe, so);
   serve::HttpOptions ho;
   ho.host = http->host;

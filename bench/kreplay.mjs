@@ -80,7 +80,7 @@ for (const scale of scales) {
                                  draftMs.toFixed(2), "--seeds", seeds, ...traces], {encoding: "utf8"});
     if (r.status !== 0) throw new Error(`daisy-bench-kreplay: ${r.stderr}`);
     const j = JSON.parse(r.stdout.trim().split("\n").pop());
-    log(`s=${scale} ${d} ms a hop: cold ${j.cold_over_best.toFixed(3)}, warm ${j.warm_over_best.toFixed(3)} of the best fixed K (${j.best_fixed_k})`);
+    log(`s=${scale} ${d} ms a hop: cold ${j.cold_over_best.toFixed(3)}, warm ${j.warm_over_best.toFixed(3)}, profile ${j.profile_over_best.toFixed(3)} of the best fixed K (${j.best_fixed_k})`);
     byDelay[`${d}ms`] = j;
   }
   out.push({extra_scale: Number(scale), results: byDelay});

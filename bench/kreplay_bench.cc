@@ -3,7 +3,8 @@
 // from the true prefix), so one `daisy run --spec-k 12 --json` per prompt records it (its
 // accepted_per_verify), and a verify's cost is a property of the pipeline (measured per K).
 // Each text is then generated again in simulation by the adaptive controller (cold: as `daisy
-// run`; warm: starting from the previous text's controller, as `daisy serve`) and by fixed K,
+// run`; warm: starting from the previous text's controller, as `daisy serve`; profile: from
+// what the previous text's run saved, as `daisy run --spec-profile`) and by fixed K,
 // with the verify times jittered by --noise, over --seeds seeds. A trace that carries the draft's
 // confidences (`draft_confidence`, daisy run --json) is replayed with them, so the adaptive rule
 // may stop drafting on them (KController::MoreDrafts) as it does live; fixed K never does.
@@ -88,10 +89,13 @@ Text TextFromTrace(const nlohmann::json& j, std::string& error) {
 }
 
 // Milliseconds to generate the text's tokens after the first with fixed K (adaptive when 0).
+// `learned`: a warm start from it (then what this text learned); `profile`: a start from it as
+// `daisy run --spec-profile` (KController::Restore, then Export).
 double Replay(const Text& text, const Costs& c, int fixed_k, int k_max, uint32_t seed,
-              std::optional<KController>* learned) {
+              std::optional<KController>* learned, std::optional<KController::Learned>* profile = nullptr) {
   KController k_control(fixed_k, k_max);
   if (learned != nullptr && learned->has_value()) k_control.StartFrom(**learned);
+  if (profile != nullptr && profile->has_value()) k_control.Restore(**profile);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-0.5, 0.5);
   const double seconds = daisy::pipeline::GenerateText(
@@ -99,6 +103,7 @@ double Replay(const Text& text, const Costs& c, int fixed_k, int k_max, uint32_t
       [&](int k) { return c.Verify(k) * (1 + c.noise * u(rng)) / 1000; },
       text.confidence.empty() ? nullptr : &text.confidence);
   if (learned != nullptr) *learned = k_control;
+  if (profile != nullptr) *profile = k_control.Export();
   return seconds * 1000;
 }
 
@@ -151,12 +156,14 @@ int main(int argc, char** argv) {
   }
   // Tokens per second over all texts and seeds (total tokens over total time), per mode.
   std::vector<double> fixed_ms(k_max + 1, 0);
-  double cold_ms = 0, warm_ms = 0;
+  double cold_ms = 0, warm_ms = 0, profile_ms = 0;
   std::optional<KController> learned;
+  std::optional<KController::Learned> profile;
   for (int s = 1; s <= seeds; ++s) {
     for (const auto& text : texts) {
       cold_ms += Replay(text, costs, 0, k_max, s, nullptr);
       warm_ms += Replay(text, costs, 0, k_max, s, &learned);
+      profile_ms += Replay(text, costs, 0, k_max, s, nullptr, &profile);
       for (int k = 1; k <= k_max; ++k) fixed_ms[k] += Replay(text, costs, k, k_max, s, nullptr);
     }
   }
@@ -178,11 +185,13 @@ int main(int argc, char** argv) {
                         {"plain_tok_s", 1000 / costs.Verify(0)},
                         {"cold_tok_s", total / cold_ms * 1000},
                         {"warm_tok_s", total / warm_ms * 1000},
+                        {"profile_tok_s", total / profile_ms * 1000},
                         {"fixed_tok_s", fixed},
                         {"best_fixed_k", best},
                         {"best_fixed_tok_s", best_tok_s},
                         {"cold_over_best", fixed_ms[best] / cold_ms},
-                        {"warm_over_best", fixed_ms[best] / warm_ms}};
+                        {"warm_over_best", fixed_ms[best] / warm_ms},
+                        {"profile_over_best", fixed_ms[best] / profile_ms}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

@@ -18,6 +18,10 @@
 // actually pick, and `mean` (total tokens over total time) compares the modes over all of them.
 // --ab OLD_BINARY adds the mode "adaptive@ab": adaptive K from another build (its coordinator;
 // the worker is this build's), in the same alternation, to compare two versions of the rule.
+// --profile 1 adds the mode "adaptive+profile": adaptive K with --spec-profile, one profile file
+// per pair and place (one node, each delay), made by one unmeasured run on a prompt outside the
+// measured ones before the first round and updated by every run of the mode after: a user who
+// has run the pair there before.
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
@@ -37,6 +41,7 @@ const dir = args.dir ?? "/tmp/daisy-bench";
 const oneNode = (args["one-node"] ?? "1") !== "0";
 const withLookup = (args.lookup ?? "1") !== "0";
 const withDraft = (args.draft ?? "1") !== "0";
+const withProfile = (args.profile ?? "0") !== "0";
 const nPrompts = Math.max(1, Number(args.prompts ?? 1));
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
@@ -75,13 +80,20 @@ async function benchPair(scale) {
   const modes = {plain: [], adaptive: ["--draft", draft]};
   for (const k of ks) modes[`k${k}`] = ["--draft", draft, "--spec-k", String(k)];
   if (ab) modes["adaptive@ab"] = ["--draft", draft];
+  if (withProfile) modes["adaptive+profile"] = ["--draft", draft];
+  const profileOf = (w) => path.join(dir, `${shape}-spec-${scale}-profile-${w}.json`);
   const runs = {};
   const runOnce = (w, m, ids = prompt) =>
-    (m.endsWith("@ab") ? ab.daisy : daisy)(["run", ...where[w], ...modes[m], "--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
+    (m.endsWith("@ab") ? ab.daisy : daisy)(["run", ...where[w], ...modes[m], ...(m.endsWith("+profile") ? ["--spec-profile", profileOf(w)] : []),
+                                             "--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
   for (const w of Object.keys(where)) {
     runs[w] = {};
     for (const m of Object.keys(modes)) runs[w][m] = {tok_s: [], seconds: 0, acceptance: [], tokens_per_forward: [], k_chosen: []};
     runOnce(w, "plain");  // warm-up
+    if (withProfile) {
+      fs.rmSync(profileOf(w), {force: true});
+      runOnce(w, "adaptive+profile", benchPrompts(nPrompts + 1)[nPrompts]);
+    }
   }
   for (let r = 0; r < (withDraft ? rounds : 0); r++) {
     for (const w of Object.keys(where)) {

@@ -41,10 +41,13 @@ if (j.bench === "speculative") {
   }
 } else if (j.bench === "kreplay") {
   console.log(`verify ms ${j.verify_ms?.map((x) => x.toFixed(0)).join(", ")}; draft ${j.draft_ms?.toFixed(1)} ms a token`);
-  console.log(`| pair | per hop | plain | best fixed K | adaptive, cold | × best | adaptive, warm | × best |`);
-  console.log(`|---|---|---|---|---|---|---|---|`);
+  // Replays before the profile column have none.
+  const withProfile = j.pairs.some((p) => Object.values(p.results).some((x) => x.profile_over_best !== undefined));
+  console.log(`| pair | per hop | plain | best fixed K | adaptive, cold | × best | adaptive, warm | × best |${withProfile ? " adaptive, profile | × best |" : ""}`);
+  console.log(`|---|---|---|---|---|---|---|---|${withProfile ? "---|---|" : ""}`);
   for (const p of j.pairs) for (const [d, x] of Object.entries(p.results)) {
-    console.log(`| ${p.extra_scale} | ${d} | ${r2(x.plain_tok_s)} | K = ${x.best_fixed_k}: ${r2(x.best_fixed_tok_s)} | ${r2(x.cold_tok_s)} | ${x.cold_over_best.toFixed(3)} | ${r2(x.warm_tok_s)} | ${x.warm_over_best.toFixed(3)} |`);
+    const profile = withProfile ? ` ${r2(x.profile_tok_s)} | ${x.profile_over_best.toFixed(3)} |` : "";
+    console.log(`| ${p.extra_scale} | ${d} | ${r2(x.plain_tok_s)} | K = ${x.best_fixed_k}: ${r2(x.best_fixed_tok_s)} | ${r2(x.cold_tok_s)} | ${x.cold_over_best.toFixed(3)} | ${r2(x.warm_tok_s)} | ${x.warm_over_best.toFixed(3)} |${profile}`);
   }
 } else {
   for (const m of j.results) {

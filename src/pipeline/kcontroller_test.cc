@@ -535,6 +535,65 @@ TEST(KController, TheDraftsConfidenceTakesAShortGenerationToTheBestFixedK) {
   EXPECT_GT(gated, 1.015 * blind);
 }
 
+// A profile (daisy run --spec-profile) carries what a run learned into the next run as a warm
+// start from another sequence does: the K, acceptance, per-state and per-confidence rates,
+// times; gated from the first verify. A profile for another K setting is not taken.
+TEST(KController, AProfileRestoresWhatARunLearned) {
+  const KController c = Learned();
+  const KController::Learned saved = c.Export();
+  EXPECT_EQ(saved.k_max, 12);
+  EXPECT_EQ(saved.k, c.current_k());
+  EXPECT_EQ(saved.verify_seconds.size(), 5u);  // K = 3 and 4 measured, nothing past them
+  KController next(0, 12);
+  ASSERT_TRUE(next.Restore(saved));
+  EXPECT_EQ(next.current_k(), c.current_k());
+  EXPECT_NEAR(next.acceptance(), c.acceptance(), 1e-12);
+  EXPECT_NEAR(next.StateAcceptance(), c.StateAcceptance(), 1e-12);
+  for (float conf : {0.05f, 0.15f, 0.55f, 0.95f}) EXPECT_NEAR(next.Calibrated(conf), c.Calibrated(conf), 0.01) << conf;
+  for (int k = 0; k <= 12; ++k) EXPECT_NEAR(next.StepSeconds(k), c.StepSeconds(k), 1e-12) << k;
+  EXPECT_TRUE(next.Gating());  // no verify of its own needed
+  const float unsure[] = {0.95f, 0.15f};
+  EXPECT_FALSE(next.MoreDrafts(unsure));
+  const KController::Learned again = next.Export();
+  EXPECT_EQ(again.verify_seconds, saved.verify_seconds);
+  EXPECT_EQ(again.draft_seconds, saved.draft_seconds);
+  for (int b = 0; b < KController::kConfidenceBins; ++b) EXPECT_EQ(again.conf_trials[b], saved.conf_trials[b]) << b;
+  KController other_max(0, 6), fixed(4, 12);
+  EXPECT_FALSE(other_max.Restore(saved));
+  EXPECT_FALSE(fixed.Restore(saved));
+  EXPECT_EQ(other_max.current_k(), KController::kStartK);
+  EXPECT_FALSE(other_max.Gating());
+}
+
+// A profile's times are another run's: a link slower by 100 ms adds 100 ms to every row count.
+// The first measurement shifts all of them by its difference; later ones average in as usual.
+TEST(KController, AProfilesTimesMoveByTheFirstMeasurement) {
+  KController learned(0, 12);
+  for (int round = 0; round < 4; ++round) {
+    for (int k = 1; k <= 6; ++k) learned.Verified(k, k / 2, 0.3 + 0.05 * k);
+  }
+  KController next(0, 12);
+  ASSERT_TRUE(next.Restore(learned.Export()));
+  for (int k = 1; k <= 6; ++k) EXPECT_NEAR(next.StepSeconds(k), 0.3 + 0.05 * k, 1e-9) << k;
+  next.Verified(4, 2, 0.3 + 0.05 * 4 + 0.1);
+  for (int k = 1; k <= 6; ++k) EXPECT_NEAR(next.StepSeconds(k), 0.4 + 0.05 * k, 1e-9) << k;
+  next.Verified(2, 1, 0.4 + 0.05 * 2 + 0.06);  // a slow one: K = 2 only, by half of it
+  EXPECT_NEAR(next.StepSeconds(2), 0.4 + 0.05 * 2 + 0.03, 1e-9);
+  EXPECT_NEAR(next.StepSeconds(5), 0.4 + 0.05 * 5, 1e-9);
+}
+
+// The confidence counts are not decayed within a run; a profile keeps at most kProfileTrials
+// per tenth (the rate kept), so a long history does not outweigh a new run.
+TEST(KController, AProfileKeepsABoundedConfidenceHistory) {
+  KController c(0, 12);
+  const std::vector<float> conf(4, 0.95f);
+  for (int i = 0; i < 100; ++i) c.Verified(4, i % 4 == 0 ? 2 : 4, 0.4, 0, conf);
+  const KController::Learned l = c.Export();
+  EXPECT_EQ(l.conf_trials[9], KController::kProfileTrials);
+  EXPECT_NEAR(l.conf_successes[9] / l.conf_trials[9], 350.0 / 375.0, 1e-12);  // 25 misses in 375 tried
+  EXPECT_EQ(l.conf_trials[0], 0);
+}
+
 TEST(KController, AFixedKIsKept) {
   KController c(5, 12);
   for (int i = 0; i < 10; ++i) {

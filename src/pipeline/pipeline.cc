@@ -144,7 +144,8 @@ Result<std::vector<int32_t>> Generate(Pipeline& p, int32_t seq, const std::vecto
   std::vector<int32_t> generated;
   start = std::chrono::steady_clock::now();
   Drafter* drafter = options.drafter;
-  KController k_control(options.spec_k, options.spec_k_max);
+  KController own_k_control(options.spec_k, options.spec_k_max);
+  KController& k_control = options.k_control != nullptr ? *options.k_control : own_k_control;
   struct ForgetDraft {  // the draft's cache too, however this returns
     Drafter* d;
     int32_t seq;

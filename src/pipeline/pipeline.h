@@ -16,6 +16,7 @@
 namespace daisy::pipeline {
 
 class Drafter;  // speculative.h
+class KController;  // speculative.h
 
 class Pipeline {
  public:
@@ -66,6 +67,9 @@ struct GenerateOptions {
   Drafter* drafter = nullptr;
   int spec_k = 0;
   int spec_k_max = 12;
+  // The K controller to use (null: a fresh one for spec_k, spec_k_max); the caller's keeps what
+  // it learned (daisy run --spec-profile restores it before and saves it after).
+  KController* k_control = nullptr;
 };
 
 struct GenerateStats {

@@ -258,6 +258,42 @@ void KController::StartFrom(const KController& other) {
   std::copy(std::begin(other.conf_trials_), std::end(other.conf_trials_), conf_trials_);
 }
 
+KController::Learned KController::Export() const {
+  Learned l;
+  l.fixed_k = fixed_, l.k_max = k_max_, l.k = k_, l.alpha = alpha_;
+  std::copy(std::begin(state_successes_), std::end(state_successes_), l.state_successes);
+  std::copy(std::begin(state_trials_), std::end(state_trials_), l.state_trials);
+  for (int b = 0; b < kConfidenceBins; ++b) {
+    const double scale = conf_trials_[b] > kProfileTrials ? kProfileTrials / conf_trials_[b] : 1;
+    l.conf_successes[b] = conf_successes_[b] * scale, l.conf_trials[b] = conf_trials_[b] * scale;
+  }
+  for (const Timing& t : *verify_) l.verify_seconds.push_back(t.n > 0 ? t.seconds : 0);
+  while (!l.verify_seconds.empty() && l.verify_seconds.back() == 0) l.verify_seconds.pop_back();
+  l.draft_seconds = t_draft_;
+  return l;
+}
+
+bool KController::Restore(const Learned& l) {
+  if (l.fixed_k != fixed_ || l.k_max != k_max_) return false;
+  KController from(fixed_, k_max_, static_cast<int>(verify_->size()));
+  from.k_ = std::clamp(l.k, 0, k_max_);
+  from.alpha_ = std::clamp(l.alpha, 0.0, 1.0);
+  for (int s = 0; s < 2; ++s) {
+    from.state_trials_[s] = std::max(0.0, l.state_trials[s]);
+    from.state_successes_[s] = std::clamp(l.state_successes[s], 0.0, from.state_trials_[s]);
+  }
+  for (int b = 0; b < kConfidenceBins; ++b) {
+    from.conf_trials_[b] = std::max(0.0, l.conf_trials[b]);
+    from.conf_successes_[b] = std::clamp(l.conf_successes[b], 0.0, from.conf_trials_[b]);
+  }
+  for (size_t i = 0; i < std::min(l.verify_seconds.size(), verify_->size()); ++i) {
+    if (l.verify_seconds[i] > 0) (*from.verify_)[i] = {l.verify_seconds[i], 1, true};
+  }
+  from.t_draft_ = std::max(0.0, l.draft_seconds);
+  StartFrom(from);
+  return true;
+}
+
 double KController::StateAcceptance() const {
   return (state_successes_[state_] + kShrink * alpha_) / (state_trials_[state_] + kShrink);
 }
@@ -453,6 +489,14 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     conf_trials_[b] += 1;
   }
   const size_t at = static_cast<size_t>(k) + static_cast<size_t>(std::max(0, other_rows));
+  if (seconds >= 0 && at < verify_->size() &&
+      std::any_of(verify_->begin(), verify_->end(), [](const Timing& t) { return t.restored; })) {
+    // The first measurement after a profile: every restored time moves by its difference.
+    const double shift = seconds - VerifySeconds(static_cast<int>(at));
+    for (Timing& t : *verify_) {
+      if (t.restored) t.seconds = std::max(t.seconds + shift, 1e-6), t.restored = false;
+    }
+  }
   if (seconds >= 0 && at < verify_->size()) {
     Timing& t = (*verify_)[at];
     // The first measurement sets it; then a moving average over about the last 4.

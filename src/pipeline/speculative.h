@@ -165,6 +165,27 @@ class KController {
   // are taken after a full verify and after a miss: properties of the pair). A short generation
   // then skips the exploration from kStartK. Ignored when the two differ in k_max or fixed K.
   void StartFrom(const KController& other);
+  // What a controller learned that outlives one run (daisy run/serve --spec-profile keep it in a
+  // file between runs): the pair's acceptance, per state and per confidence tenth, the verify
+  // times by batch rows - 1 (0: not measured) and the drafter's time per row.
+  struct Learned {
+    int fixed_k = 0, k_max = 0, k = 0;
+    double alpha = 0;
+    double state_successes[2] = {}, state_trials[2] = {};
+    double conf_successes[kConfidenceBins] = {}, conf_trials[kConfidenceBins] = {};
+    std::vector<double> verify_seconds;
+    double draft_seconds = 0;
+  };
+  // The confidence counts a profile keeps per tenth at most (scaled down past it), so a long
+  // history does not outweigh what this run shows.
+  static constexpr double kProfileTrials = 100;
+  Learned Export() const;
+  // Starts from a profile as StartFrom does from another sequence, but the times are another
+  // run's: a network's delay may have changed, which adds the same to every row count. So the
+  // profile's times stand until the first measurement, which shifts them all by its difference
+  // from the profile's time at its row count (times for more rows than this controller's table
+  // holds are left out). False (nothing taken) when the profile is for another fixed K or k_max.
+  bool Restore(const Learned& learned);
   // From now on the verify times are `with`'s table, which every controller sharing it reads
   // and writes (the times are the batch's, the same for all its sequences: record each batch's
   // once). Ignored when the two differ in table size.
@@ -238,6 +259,7 @@ class KController {
   struct Timing {
     double seconds = 0;
     int n = 0;
+    bool restored = false;  // a profile's, not yet shifted by a measurement of this run
   };
   // Per batch rows - 1 (K, alone): moving average of the forward's time. Shared by the
   // controllers of one server's batches (ShareTimes); a copy of a controller shares it too.

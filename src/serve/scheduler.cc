@@ -97,6 +97,12 @@ Scheduler::Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options)
   metrics_.micro_batches = o_.micro_batches;
   metrics_.spec_k_start = pipeline::KController(o_.spec_k, o_.spec_k_max).current_k();
   times_.emplace(o_.spec_k, o_.spec_k_max, o_.max_batch_rows);
+  if (o_.spec_start != nullptr) {
+    times_->StartFrom(*o_.spec_start);
+    learned_k_ = *times_;
+    metrics_.spec_k_start = learned_k_->current_k();
+  }
+  learned_at_ = std::chrono::steady_clock::now();
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -393,6 +399,13 @@ Status Scheduler::FinishOldest() {
     // leaves it alone.
     if (shares) {
       learned_k_ = *s.k;
+      learned_unsaved_ = true;
+      if (o_.on_learned && std::chrono::steady_clock::now() - learned_at_ >=
+                               std::chrono::duration<double>(o_.learned_every)) {
+        o_.on_learned(*learned_k_);
+        learned_at_ = std::chrono::steady_clock::now();
+        learned_unsaved_ = false;
+      }
       std::lock_guard lock(mu_);
       metrics_.spec_k_start = s.k->current_k();
     }
@@ -524,6 +537,12 @@ void Scheduler::Loop() {
       Recount();
     }
     if (in_flight_.empty()) {
+      // Idle (or stopping): a good moment to hand over what the sequences learned.
+      if (learned_unsaved_ && o_.on_learned) {
+        o_.on_learned(*learned_k_);
+        learned_at_ = std::chrono::steady_clock::now();
+        learned_unsaved_ = false;
+      }
       if (stopping) break;
       std::unique_lock lock(mu_);
       // Idle: wake for a new request, a stop, or (cheaply) to look at cancellations.

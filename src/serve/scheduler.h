@@ -120,6 +120,13 @@ struct SchedulerOptions {
   pipeline::Drafter* drafter = nullptr;
   int spec_k = 0;
   int spec_k_max = 8;
+  // Where the server's adaptive sequences start (a controller restored from a profile,
+  // KController::Restore; null: the prior), and a callback given what they learned: from the
+  // loop thread, at most every `learned_every` seconds after a verify and once when the
+  // scheduler stops (daisy serve --spec-profile saves it).
+  const pipeline::KController* spec_start = nullptr;
+  std::function<void(const pipeline::KController&)> on_learned;
+  double learned_every = 30;
 };
 
 struct SchedulerMetrics {
@@ -189,6 +196,9 @@ class Scheduler {
   // The verify times by batch rows every adaptive sequence of the server's own kind reads and
   // writes: a batch's time is the same for all its sequences, and one table learns it faster.
   std::optional<pipeline::KController> times_;
+  // When on_learned last had learned_k_, and whether it has changed since.
+  std::chrono::steady_clock::time_point learned_at_;
+  bool learned_unsaved_ = false;
   std::thread thread_;
 };
 

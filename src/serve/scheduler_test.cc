@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "model/generator.h"
@@ -313,6 +314,62 @@ TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
   EXPECT_GE(first->drafted(), 3 + 4 + 1);
   EXPECT_LE(second->drafted(), r.max_tokens / 8 + 1);
   EXPECT_LT(second->drafted(), first->drafted());
+}
+
+// What a server's adaptive sequences learned goes to on_learned when it goes idle (daisy serve
+// --spec-profile saves it); a server started from it (spec_start, a restored profile) starts
+// there: after one server learned that drafts are useless, the next one's first request drafts
+// only the probes.
+TEST(Scheduler, AServerHandsOverWhatItLearnedAndTheNextStartsFromIt) {
+  Topology s("whole");
+  RequestParams r;
+  r.prompt = Prompt(6, 77);
+  r.max_tokens = 40;
+  r.stop_at_eog = false;
+  r.speculate = true;
+  const std::vector<int32_t> want = Alone(r);
+  int32_t never = 1;
+  while (std::find(want.begin(), want.end(), never) != want.end()) ++never;
+  UselessDrafter drafter(never);
+  std::mutex mu;
+  std::vector<pipeline::KController::Learned> handed;
+  SchedulerOptions o;
+  o.seq_capacity = kCapacity;
+  o.drafter = &drafter;
+  o.spec_k_max = 6;
+  o.on_learned = [&](const pipeline::KController& k) {
+    std::lock_guard lock(mu);
+    handed.push_back(k.Export());
+  };
+  int first_drafted = 0;
+  {
+    Scheduler sched(*s.p, o);
+    auto first = sched.Submit(r).value();
+    EXPECT_EQ(Collect(*first), want);
+    first_drafted = first->drafted();
+    for (int i = 0; i < 200; ++i) {  // handed over when the loop finds itself idle
+      {
+        std::lock_guard lock(mu);
+        if (!handed.empty()) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  std::lock_guard lock(mu);
+  ASSERT_EQ(handed.size(), 1u);  // once when idle; nothing new to hand over at the stop
+  EXPECT_EQ(handed[0].k, 0);
+  EXPECT_EQ(handed[0].k_max, 6);
+  EXPECT_GT(handed[0].state_trials[0], 0);
+  pipeline::KController start(0, 6, o.max_batch_rows);
+  ASSERT_TRUE(start.Restore(handed[0]));
+  o.spec_start = &start;
+  o.on_learned = nullptr;
+  Scheduler next(*s.p, o);
+  EXPECT_EQ(next.metrics().spec_k_start, 0);
+  auto second = next.Submit(r).value();
+  EXPECT_EQ(Collect(*second), want);
+  EXPECT_GE(first_drafted, 3 + 4 + 1);
+  EXPECT_LE(second->drafted(), r.max_tokens / 8 + 1);
 }
 
 // A request's own fixed K (`"speculative_k"` over HTTP) on an adaptive server.

@@ -149,3 +149,94 @@ test("daisy serve --draft: concurrent requests get exactly their plain text; usa
   server.proc.kill("SIGTERM");
   worker.proc.kill("SIGTERM");
 });
+
+test("--spec-profile carries what the adaptive K learned to the next run; other pairs and bad files are handled", async () => {
+  const fs = await import("node:fs");
+  const profile = path.join(dir, "pair.profile.json");
+  const p = PROMPTS[0];
+  const plain = must(["run", "-m", target, "-p", p, "-n", "48", "-t", "1", "--json"]);
+  const withProfile = (extra) => run(["run", "-m", target, "-p", p, "-n", "48", "-t", "1", "--json", ...extra, "--spec-profile", profile]);
+  // The first run starts without a profile and writes one; the second starts from it. Both are exact.
+  let r = withProfile(["--draft", draft]);
+  assert.equal(r.code, 0, r.err);
+  let j = JSON.parse(r.out.trim().split("\n").pop());
+  assert.equal(j.speculative.profile, "new");
+  assert.deepEqual(j.ids, plain.ids);
+  assert.match(r.err, /--spec-profile .*pair\.profile\.json: no profile yet; this run learns the pair from the start and saves it/);
+  const saved = JSON.parse(fs.readFileSync(profile, "utf8"));
+  assert.equal(saved.format, "daisy-spec-profile");
+  assert.equal(saved.version, 1);
+  assert.match(saved.pair, /^model target\.gguf \(\d+ bytes\), draft draft\.gguf \(\d+ bytes\)$/);
+  assert.equal(saved.k_max, 12);
+  assert.equal(saved.fixed_k, 0);
+  // What it learned: drafts tried per tenth of confidence, as many as the run's drafts judged.
+  const tried = saved.confidence_tried.reduce((a, b) => a + b, 0);
+  assert.ok(tried > 0 && tried <= j.speculative.drafted, `${tried} of ${j.speculative.drafted}`);
+  saved.confidence_taken.forEach((t, i) => assert.ok(t <= saved.confidence_tried[i]));
+  assert.ok(saved.verify_ms.filter((ms) => ms > 0).length >= 2, JSON.stringify(saved.verify_ms));
+  assert.ok(saved.draft_ms > 0);
+  r = withProfile(["--draft", draft]);
+  assert.equal(r.code, 0, r.err);
+  j = JSON.parse(r.out.trim().split("\n").pop());
+  assert.equal(j.speculative.profile, "restored");
+  assert.deepEqual(j.ids, plain.ids);
+  assert.match(r.err, new RegExp(`starting from acceptance ${Math.round(100 * saved.acceptance)}%, K ${saved.k}`));
+  assert.notDeepEqual(JSON.parse(fs.readFileSync(profile, "utf8")).confidence_tried, saved.confidence_tried);
+  // Another drafter is another pair: a warning, a new start, and the profile replaced.
+  r = withProfile(["--lookup"]);
+  assert.equal(r.code, 0, r.err);
+  assert.equal(JSON.parse(r.out.trim().split("\n").pop()).speculative.profile, "new");
+  assert.match(r.err, /is for another pair \(model target\.gguf .*draft draft\.gguf .*; this run: model target\.gguf .*prompt lookup\): starting without it, and replacing it at the end/);
+  assert.match(JSON.parse(fs.readFileSync(profile, "utf8")).pair, /prompt lookup$/);
+  // Another K setting: the same.
+  r = withProfile(["--lookup", "--spec-k-max", "6"]);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.err, /was saved with --spec-k 0 --spec-k-max 12: starting without it/);
+  assert.equal(JSON.parse(fs.readFileSync(profile, "utf8")).k_max, 6);
+  // A file that is not a profile is refused and left as it was.
+  const notProfile = [["notes.txt", "my notes\n", /not JSON, so not a daisy speculative-decoding profile/],
+                      ["other.json", '{"a": 1}\n', /not a daisy speculative-decoding profile \(no "format": "daisy-spec-profile"\)/],
+                      ["neg.json", JSON.stringify({...saved, acceptance: -0.5}), /'acceptance' is missing or not a number of 0 or more/],
+                      ["over.json", JSON.stringify({...saved, state_taken: [9, 9], state_tried: [1, 1]}), /'state_taken' exceeds 'state_tried'/],
+                      ["bins.json", JSON.stringify({...saved, confidence_tried: [1, 2]}), /'confidence_tried' is missing or not a list of 10 numbers/],
+                      ["version.json", JSON.stringify({...saved, version: 2}), /a profile of another version \(this daisy reads version 1\)/]];
+  for (const [name, text, why] of notProfile) {
+    const f = path.join(dir, name);
+    fs.writeFileSync(f, text);
+    r = run(["run", "-m", target, "-p", p, "-n", "4", "--draft", draft, "--spec-profile", f]);
+    assert.equal(r.code, 1, name);
+    assert.match(r.err, why, name);
+    assert.match(r.err, /give another file, or delete this one to start a new profile/, name);
+    assert.equal(fs.readFileSync(f, "utf8"), text, `${name} left as it was`);
+  }
+  const big = path.join(dir, "big.json");
+  fs.writeFileSync(big, " ".repeat((1 << 20) + 1));
+  r = run(["run", "-m", target, "-p", p, "-n", "4", "--draft", draft, "--spec-profile", big]);
+  assert.match(r.err, /big\.json: 1048577 bytes, more than a profile's 1048576/);
+  r = run(["run", "-m", target, "-p", p, "-n", "4", "--spec-profile", profile]);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /--spec-profile needs --draft or --lookup/);
+  // daisy serve keeps one too: saved when idle and at exit, read at the next start.
+  const served = path.join(dir, "serve.profile.json");
+  const serveArgs = ["-m", target, "--draft", draft, "--http", "127.0.0.1:0", "-t", "1", "--ctx", "256", "--spec-profile", served];
+  let server = await startServer(serveArgs);
+  const complete = async (s) => {
+    const res = await fetch(`http://127.0.0.1:${s.ready.port}/v1/completions`, {method: "POST", headers: {"Content-Type": "application/json"},
+                            body: JSON.stringify({model: s.ready.model, prompt: p, max_tokens: 48, temperature: 0})});
+    assert.equal(res.status, 200);
+    return (await res.json()).choices[0].text;
+  };
+  assert.equal(await complete(server), plain.text);
+  const exited = new Promise((resolve) => server.proc.on("exit", resolve));
+  server.proc.kill("SIGTERM");
+  await exited;
+  const fromServe = JSON.parse(fs.readFileSync(served, "utf8"));
+  assert.match(fromServe.pair, /^model target\.gguf .*draft draft\.gguf/);
+  assert.ok(fromServe.confidence_tried.reduce((a, b) => a + b, 0) > 0);
+  server = await startServer(serveArgs);
+  const metrics = await (await fetch(`http://127.0.0.1:${server.ready.port}/metrics`)).text();
+  assert.equal(Number(metrics.split("\n").find((l) => l.startsWith("daisy_speculative_k_start ")).split(" ")[1]), fromServe.k);
+  assert.match(server.stderr(), /starting from acceptance/);
+  assert.equal(await complete(server), plain.text);
+  server.proc.kill("SIGTERM");
+});
