@@ -566,8 +566,10 @@ TEST(KController, AProfileRestoresWhatARunLearned) {
 }
 
 // A profile's times are another run's: a link slower by 100 ms adds 100 ms to every row count.
-// The first measurement shifts all of them by its difference; later ones average in as usual.
-TEST(KController, AProfilesTimesMoveByTheFirstMeasurement) {
+// A row count this run has not measured takes the profile's time shifted by the mean difference
+// between this run's measurements and the profile's (with one pseudo-measurement of no shift,
+// so one noisy verify does not move them all); measured ones are this run's own.
+TEST(KController, AProfilesTimesShiftByHowFarThisRunsMeasurementsAreFromThem) {
   KController learned(0, 12);
   for (int round = 0; round < 4; ++round) {
     for (int k = 1; k <= 6; ++k) learned.Verified(k, k / 2, 0.3 + 0.05 * k);
@@ -575,11 +577,16 @@ TEST(KController, AProfilesTimesMoveByTheFirstMeasurement) {
   KController next(0, 12);
   ASSERT_TRUE(next.Restore(learned.Export()));
   for (int k = 1; k <= 6; ++k) EXPECT_NEAR(next.StepSeconds(k), 0.3 + 0.05 * k, 1e-9) << k;
-  next.Verified(4, 2, 0.3 + 0.05 * 4 + 0.1);
-  for (int k = 1; k <= 6; ++k) EXPECT_NEAR(next.StepSeconds(k), 0.4 + 0.05 * k, 1e-9) << k;
-  next.Verified(2, 1, 0.4 + 0.05 * 2 + 0.06);  // a slow one: K = 2 only, by half of it
-  EXPECT_NEAR(next.StepSeconds(2), 0.4 + 0.05 * 2 + 0.03, 1e-9);
-  EXPECT_NEAR(next.StepSeconds(5), 0.4 + 0.05 * 5, 1e-9);
+  next.Verified(4, 2, 0.3 + 0.05 * 4 + 0.1);  // 0.1 s slower than the profile
+  EXPECT_NEAR(next.StepSeconds(4), 0.6, 1e-9);
+  for (int k : {1, 2, 3, 5, 6}) EXPECT_NEAR(next.StepSeconds(k), 0.3 + 0.05 * k + 0.1 / 2, 1e-9) << k;
+  for (int i = 0; i < 9; ++i) next.Verified(3, 1, 0.3 + 0.05 * 3 + 0.1);
+  EXPECT_NEAR(next.StepSeconds(3), 0.55, 1e-9);
+  for (int k : {1, 2, 5, 6}) EXPECT_NEAR(next.StepSeconds(k), 0.3 + 0.05 * k + 1.0 / 11, 1e-9) << k;
+  // What it saves is the times as it knows them, measured or shifted.
+  const KController::Learned saved = next.Export();
+  EXPECT_NEAR(saved.verify_seconds[4], 0.6, 1e-9);
+  EXPECT_NEAR(saved.verify_seconds[6], 0.6 + 1.0 / 11, 1e-9);
 }
 
 // The confidence counts are not decayed within a run; a profile keeps at most kProfileTrials

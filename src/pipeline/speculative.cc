@@ -256,6 +256,9 @@ void KController::StartFrom(const KController& other) {
   // So is how often a draft is taken at each confidence.
   std::copy(std::begin(other.conf_successes_), std::end(other.conf_successes_), conf_successes_);
   std::copy(std::begin(other.conf_trials_), std::end(other.conf_trials_), conf_trials_);
+  // And the times of a profile the other started from, with what its run learned of their shift.
+  profile_ = other.profile_;
+  shift_sum_ = other.shift_sum_, shift_n_ = other.shift_n_;
 }
 
 KController::Learned KController::Export() const {
@@ -267,7 +270,10 @@ KController::Learned KController::Export() const {
     const double scale = conf_trials_[b] > kProfileTrials ? kProfileTrials / conf_trials_[b] : 1;
     l.conf_successes[b] = conf_successes_[b] * scale, l.conf_trials[b] = conf_trials_[b] * scale;
   }
-  for (const Timing& t : *verify_) l.verify_seconds.push_back(t.n > 0 ? t.seconds : 0);
+  for (int j = 0; j < static_cast<int>(verify_->size()); ++j) {
+    double seconds = 0;
+    l.verify_seconds.push_back(Known(j, seconds) ? seconds : 0);
+  }
   while (!l.verify_seconds.empty() && l.verify_seconds.back() == 0) l.verify_seconds.pop_back();
   l.draft_seconds = t_draft_;
   return l;
@@ -286,9 +292,9 @@ bool KController::Restore(const Learned& l) {
     from.conf_trials_[b] = std::max(0.0, l.conf_trials[b]);
     from.conf_successes_[b] = std::clamp(l.conf_successes[b], 0.0, from.conf_trials_[b]);
   }
-  for (size_t i = 0; i < std::min(l.verify_seconds.size(), verify_->size()); ++i) {
-    if (l.verify_seconds[i] > 0) (*from.verify_)[i] = {l.verify_seconds[i], 1, true};
-  }
+  from.profile_.assign(l.verify_seconds.begin(),
+                       l.verify_seconds.begin() + static_cast<std::ptrdiff_t>(std::min(l.verify_seconds.size(), verify_->size())));
+  for (double& t : from.profile_) t = std::isfinite(t) && t > 0 ? t : 0;
   from.t_draft_ = std::max(0.0, l.draft_seconds);
   StartFrom(from);
   return true;
@@ -311,8 +317,24 @@ KController::Others KController::Others::Of(std::span<const Others> each, size_t
 
 KController::Others KController::Brings(int k) const { return {1 + k, ExpectedTokens(k), k * t_draft_}; }
 
+bool KController::Known(int j, double& seconds) const {
+  const Timing& t = (*verify_)[j];
+  if (t.n > 0) {
+    seconds = t.seconds;
+    return true;
+  }
+  if (j < static_cast<int>(profile_.size()) && profile_[j] > 0) {
+    seconds = std::max(profile_[j] + shift_sum_ / (shift_n_ + kShiftPrior), 1e-6);
+    return true;
+  }
+  return false;
+}
+
 int KController::MeasuredRowCounts() const {
-  return static_cast<int>(std::count_if(verify_->begin(), verify_->end(), [](const Timing& t) { return t.n > 0; }));
+  int n = 0;
+  double seconds;
+  for (int j = 0; j < static_cast<int>(verify_->size()); ++j) n += Known(j, seconds) ? 1 : 0;
+  return n;
 }
 
 double KController::ExpectedTokens(int k) const {
@@ -321,28 +343,29 @@ double KController::ExpectedTokens(int k) const {
 }
 
 double KController::VerifySeconds(int k) const {
-  const std::vector<Timing>& verify = *verify_;
-  const int last = static_cast<int>(verify.size()) - 1;
-  if (k <= last && verify[k].n > 0) return verify[k].seconds;
-  // The nearest measured row counts on each side; between them, interpolate.
+  const int last = static_cast<int>(verify_->size()) - 1;
+  double at = 0, t_lo = 0, t_hi = 0;
+  if (k <= last && Known(k, at)) return at;
+  // The nearest known row counts on each side; between them, interpolate.
   int lo = std::min(k, last + 1) - 1, hi = k + 1;
-  while (lo >= 0 && verify[lo].n == 0) --lo;
-  while (hi <= last && verify[hi].n == 0) ++hi;
+  while (lo >= 0 && !Known(lo, t_lo)) --lo;
+  while (hi <= last && !Known(hi, t_hi)) ++hi;
   if (lo >= 0 && hi <= last) {
     const double f = static_cast<double>(k - lo) / (hi - lo);
-    return verify[lo].seconds + f * (verify[hi].seconds - verify[lo].seconds);
+    return t_lo + f * (t_hi - t_lo);
   }
-  // Beyond them: along the least-squares line through the measured ones (slope at least 0).
+  // Beyond them: along the least-squares line through the known ones (slope at least 0).
   double sw = 0, sk = 0, st = 0, skk = 0, skt = 0;
   for (int j = 0; j <= last; ++j) {
-    if (verify[j].n == 0) continue;
-    sw += 1, sk += j, st += verify[j].seconds, skk += double(j) * j, skt += j * verify[j].seconds;
+    double t;
+    if (!Known(j, t)) continue;
+    sw += 1, sk += j, st += t, skk += double(j) * j, skt += j * t;
   }
   if (sw == 0) return 0;
   const double var = skk / sw - (sk / sw) * (sk / sw);
   const double slope = var > 0 ? std::max(0.0, (skt / sw - (sk / sw) * (st / sw)) / var) : 0;
   const int nearest = lo >= 0 ? lo : hi;
-  return std::max(verify[nearest].seconds + (k - nearest) * slope, 1e-6);
+  return std::max((lo >= 0 ? t_lo : t_hi) + (k - nearest) * slope, 1e-6);
 }
 
 double KController::StepSeconds(int k) const { return VerifySeconds(k) + k * t_draft_; }
@@ -352,7 +375,8 @@ int KController::Choose(const Others& others) {
   if (fixed_ > 0) return fixed_;
   const int measured = MeasuredRowCounts();
   if (measured == 0) return k_;
-  if (measured == 1 && ((*verify_)[k_].n > 0 || last_k_ == k_)) {
+  double known_at_k;
+  if (measured == 1 && (Known(k_, known_at_k) || last_k_ == k_)) {
     // Explore: a second K gives the cost a slope. Which way, and how far, the first verify
     // tells: every draft taken, up two; all but the last, up one; fewer, down one.
     const int step = last_missed_ == 0 ? 2 : last_missed_ == 1 ? 1 : -1;
@@ -489,13 +513,11 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     conf_trials_[b] += 1;
   }
   const size_t at = static_cast<size_t>(k) + static_cast<size_t>(std::max(0, other_rows));
-  if (seconds >= 0 && at < verify_->size() &&
-      std::any_of(verify_->begin(), verify_->end(), [](const Timing& t) { return t.restored; })) {
-    // The first measurement after a profile: every restored time moves by its difference.
-    const double shift = seconds - VerifySeconds(static_cast<int>(at));
-    for (Timing& t : *verify_) {
-      if (t.restored) t.seconds = std::max(t.seconds + shift, 1e-6), t.restored = false;
-    }
+  if (seconds >= 0 && at < profile_.size() && profile_[at] > 0) {
+    // A profile's times stand in for row counts not measured yet, shifted by how far this
+    // run's measurements are from them on average (a changed network delay shifts them all).
+    shift_sum_ += seconds - profile_[at];
+    ++shift_n_;
   }
   if (seconds >= 0 && at < verify_->size()) {
     Timing& t = (*verify_)[at];

@@ -179,12 +179,15 @@ class KController {
   // The confidence counts a profile keeps per tenth at most (scaled down past it), so a long
   // history does not outweigh what this run shows.
   static constexpr double kProfileTrials = 100;
+  // Pseudo-measurements of no shift in the mean difference from a profile's times (Known).
+  static constexpr double kShiftPrior = 1;
   Learned Export() const;
   // Starts from a profile as StartFrom does from another sequence, but the times are another
-  // run's: a network's delay may have changed, which adds the same to every row count. So the
-  // profile's times stand until the first measurement, which shifts them all by its difference
-  // from the profile's time at its row count (times for more rows than this controller's table
-  // holds are left out). False (nothing taken) when the profile is for another fixed K or k_max.
+  // run's: a network's delay may have changed, which adds the same to every row count. So a
+  // profile's time stands in for a row count this run has not measured, shifted by the mean
+  // difference between this run's measurements and the profile's times at the same row counts
+  // (times for more rows than this controller's table holds are left out). False (nothing
+  // taken) when the profile is for another fixed K or k_max.
   bool Restore(const Learned& learned);
   // From now on the verify times are `with`'s table, which every controller sharing it reads
   // and writes (the times are the batch's, the same for all its sequences: record each batch's
@@ -247,6 +250,9 @@ class KController {
   // acceptance).
   Others Brings(int k) const;
   double ExpectedTokens(int k) const;
+  // The verify time at `j` + 1 rows if known: measured, or else a profile's (Restore) shifted
+  // by this run's mean difference from it where measured.
+  bool Known(int j, double& seconds) const;
   int MeasuredRowCounts() const;
   double VerifySeconds(int rows_less_one) const;
   int fixed_, k_max_, k_;
@@ -259,7 +265,6 @@ class KController {
   struct Timing {
     double seconds = 0;
     int n = 0;
-    bool restored = false;  // a profile's, not yet shifted by a measurement of this run
   };
   // Per batch rows - 1 (K, alone): moving average of the forward's time. Shared by the
   // controllers of one server's batches (ShareTimes); a copy of a controller shares it too.
@@ -268,6 +273,11 @@ class KController {
   int steps_ = 0;
   // Per confidence bin: drafts taken and tried (counted like the acceptance, undecayed).
   double conf_successes_[kConfidenceBins] = {}, conf_trials_[kConfidenceBins] = {};
+  // A profile's verify times by rows - 1 (0: none), and the sum and count of this run's
+  // measurements' differences from them.
+  std::vector<double> profile_;
+  double shift_sum_ = 0;
+  int shift_n_ = 0;
   // Recent tokens per second (decayed sums of each verify's tokens and its step's seconds).
   double recent_tokens_ = 0, recent_seconds_ = 0;
 };
