@@ -518,6 +518,10 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     // run's measurements are from them on average (a changed network delay shifts them all).
     shift_sum_ += seconds - profile_[at];
     ++shift_n_;
+    // A row count's first measurement averages in with the profile's time (shifted) as one
+    // earlier measurement, as it would with a warm start's.
+    Timing& t = (*verify_)[at];
+    if (t.n == 0) Known(static_cast<int>(at), t.seconds), t.n = 3;
   }
   if (seconds >= 0 && at < verify_->size()) {
     Timing& t = (*verify_)[at];

@@ -178,7 +178,7 @@ class KController {
   };
   // The confidence counts a profile keeps per tenth at most (scaled down past it), so a long
   // history does not outweigh what this run shows.
-  static constexpr double kProfileTrials = 100;
+  static constexpr double kProfileTrials = 400;
   // Pseudo-measurements of no shift in the mean difference from a profile's times (Known).
   static constexpr double kShiftPrior = 1;
   Learned Export() const;
