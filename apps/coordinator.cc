@@ -141,7 +141,7 @@ void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s) {
   app.add_option("--spec-k-max", s.k_max, "Largest adaptive K")->capture_default_str();
   app.add_option("--spec-profile", s.profile,
                  "JSON file keeping what the adaptive K learned about this model and draft between runs "
-                 "(read at the start if it exists, written at the end)");
+                 "(read at the start if it exists; written back at the end, and by serve whenever it goes idle)");
 }
 
 namespace {
