@@ -513,18 +513,20 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     conf_trials_[b] += 1;
   }
   const size_t at = static_cast<size_t>(k) + static_cast<size_t>(std::max(0, other_rows));
-  if (seconds >= 0 && at < profile_.size() && profile_[at] > 0) {
-    // A profile's times stand in for row counts not measured yet, shifted by how far this
-    // run's measurements are from them on average (a changed network delay shifts them all).
-    shift_sum_ += seconds - profile_[at];
-    ++shift_n_;
-    // A row count's first measurement averages in with the profile's time (shifted) as one
-    // earlier measurement, as it would with a warm start's.
-    Timing& t = (*verify_)[at];
-    if (t.n == 0) Known(static_cast<int>(at), t.seconds), t.n = 3;
-  }
   if (seconds >= 0 && at < verify_->size()) {
     Timing& t = (*verify_)[at];
+    if (at < profile_.size() && profile_[at] > 0) {
+      // A profile's times stand in for row counts not measured yet, shifted by how far this
+      // run's measurements are from them on average (a changed network delay shifts them all).
+      shift_sum_ += seconds - profile_[at];
+      ++shift_n_;
+      // A row count's first measurement averages in with the profile's time (shifted) as if
+      // measured three times before, as a warm start's would.
+      if (t.n == 0) {
+        Known(static_cast<int>(at), t.seconds);
+        t.n = 3;
+      }
+    }
     // The first measurement sets it; then a moving average over about the last 4.
     t.seconds = t.n == 0 ? seconds : t.seconds + (seconds - t.seconds) / std::min(t.n + 1, 4);
     ++t.n;

@@ -400,11 +400,8 @@ Status Scheduler::FinishOldest() {
     if (shares) {
       learned_k_ = *s.k;
       learned_unsaved_ = true;
-      if (o_.on_learned && std::chrono::steady_clock::now() - learned_at_ >=
-                               std::chrono::duration<double>(o_.learned_every)) {
-        o_.on_learned(*learned_k_);
-        learned_at_ = std::chrono::steady_clock::now();
-        learned_unsaved_ = false;
+      if (std::chrono::steady_clock::now() - learned_at_ >= std::chrono::duration<double>(o_.learned_every)) {
+        HandOverLearned();
       }
       std::lock_guard lock(mu_);
       metrics_.spec_k_start = s.k->current_k();
@@ -483,6 +480,13 @@ void Scheduler::Fail(const Status& why) {
   Recount();
 }
 
+void Scheduler::HandOverLearned() {
+  if (!o_.on_learned) return;
+  o_.on_learned(*learned_k_);
+  learned_at_ = std::chrono::steady_clock::now();
+  learned_unsaved_ = false;
+}
+
 void Scheduler::Loop() {
   while (true) {
     Admit();
@@ -538,11 +542,7 @@ void Scheduler::Loop() {
     }
     if (in_flight_.empty()) {
       // Idle (or stopping): a good moment to hand over what the sequences learned.
-      if (learned_unsaved_ && o_.on_learned) {
-        o_.on_learned(*learned_k_);
-        learned_at_ = std::chrono::steady_clock::now();
-        learned_unsaved_ = false;
-      }
+      if (learned_unsaved_) HandOverLearned();
       if (stopping) break;
       std::unique_lock lock(mu_);
       // Idle: wake for a new request, a stop, or (cheaply) to look at cancellations.

@@ -161,6 +161,8 @@ class Scheduler {
   struct Seq;
   struct Batch;
   void Loop();
+  // Gives on_learned (if any) what learned_k_ holds, and notes when.
+  void HandOverLearned();
   bool Admit();                       // moves queued requests into free slots
   // Drafts for the group's decoding sequences, all at once (Drafter::ProposeAll), as many as
   // the batch has rows for; each sequence's drafts land in its `draft` and `q`.

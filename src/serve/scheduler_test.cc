@@ -284,20 +284,31 @@ class UselessDrafter : public pipeline::Drafter {
   int32_t token_;
 };
 
+// A speculative request of 40 tokens, its text alone, and a token that text never holds (for
+// UselessDrafter: every draft rejected).
+struct UselessDrafts {
+  RequestParams r;
+  std::vector<int32_t> want;
+  int32_t never = 1;
+  UselessDrafts() {
+    r.prompt = Prompt(6, 77);
+    r.max_tokens = 40;
+    r.stop_at_eog = false;
+    r.speculate = true;
+    want = Alone(r);
+    while (std::find(want.begin(), want.end(), never) != want.end()) ++never;
+  }
+};
+
 // A new request's K controller starts from what the last verified request's learned (the
 // per-K times, the drafter's time, K, acceptance): after one request learned that drafts are
 // useless, the next one drafts only the probes instead of exploring K = 3, 4 first.
 TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
   Topology s("whole");
-  RequestParams r;
-  r.prompt = Prompt(6, 77);
-  r.max_tokens = 40;
-  r.stop_at_eog = false;
-  r.speculate = true;
-  const std::vector<int32_t> want = Alone(r);
-  int32_t never = 1;
-  while (std::find(want.begin(), want.end(), never) != want.end()) ++never;
-  UselessDrafter drafter(never);
+  const UselessDrafts u;
+  const RequestParams& r = u.r;
+  const std::vector<int32_t>& want = u.want;
+  UselessDrafter drafter(u.never);
   SchedulerOptions o;
   o.seq_capacity = kCapacity;
   o.drafter = &drafter;
@@ -322,15 +333,10 @@ TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
 // only the probes.
 TEST(Scheduler, AServerHandsOverWhatItLearnedAndTheNextStartsFromIt) {
   Topology s("whole");
-  RequestParams r;
-  r.prompt = Prompt(6, 77);
-  r.max_tokens = 40;
-  r.stop_at_eog = false;
-  r.speculate = true;
-  const std::vector<int32_t> want = Alone(r);
-  int32_t never = 1;
-  while (std::find(want.begin(), want.end(), never) != want.end()) ++never;
-  UselessDrafter drafter(never);
+  const UselessDrafts u;
+  const RequestParams& r = u.r;
+  const std::vector<int32_t>& want = u.want;
+  UselessDrafter drafter(u.never);
   std::mutex mu;
   std::vector<pipeline::KController::Learned> handed;
   SchedulerOptions o;
