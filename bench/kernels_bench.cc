@@ -13,7 +13,8 @@
 
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
-#include "kernels/quant/blocks.h"
+#include "kernels/quant/q8_0.h"
+#include "kernels/quant/q4_0.h"
 #include "kernels/quant/float_formats.h"
 #include "kernels/weights.h"
 
@@ -88,17 +89,8 @@ int main(int argc, char** argv) {
   for (float& v : values) v = dist(rng);
   nlohmann::json results = nlohmann::json::array();
   for (WeightType type : {WeightType::kQ4_0, WeightType::kQ8_0, WeightType::kF16}) {
-    std::vector<uint8_t> gguf;
-    if (type == WeightType::kQ4_0) {
-      gguf.resize(values.size() / 32 * 18);
-      QuantizeRowQ4_0(values.data(), reinterpret_cast<BlockQ4_0*>(gguf.data()), values.size());
-    } else if (type == WeightType::kQ8_0) {
-      gguf.resize(values.size() / 32 * 34);
-      QuantizeRowQ8_0(values.data(), reinterpret_cast<BlockQ8_0*>(gguf.data()), values.size());
-    } else {
-      gguf.resize(values.size() * 2);
-      Fp32ToFp16Row(values.data(), reinterpret_cast<uint16_t*>(gguf.data()), values.size());
-    }
+    std::vector<uint8_t> gguf(GgufBytes(type, rows, cols));
+    FormatOf(type).quantize_row(values.data(), gguf.data(), rows * cols);
     std::vector<uint8_t> data(PackedDataBytes(type, rows, cols));
     std::vector<uint16_t> scales(PackedScaleBytes(type, rows, cols) / 2);
     PackFromGguf(type, gguf.data(), rows, cols, data.data(), scales.data());
@@ -113,7 +105,7 @@ int main(int argc, char** argv) {
       std::vector<double> secs;
       for (int r = 0; r < reps; ++r) {
         const auto start = std::chrono::steady_clock::now();
-        t->matmul[static_cast<int>(type)](w, act.data(), stride, batch, y.data(), rows, 0, rows);
+        t->Matmul(type)(w, act.data(), stride, batch, y.data(), rows, 0, rows);
         secs.push_back(Seconds(start));
       }
       std::sort(secs.begin(), secs.end());

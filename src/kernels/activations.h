@@ -1,27 +1,36 @@
 // Activation rows as the matrix kernels read them. Before a matmul, each input row (f32) is
-// converted once to what the weight type's dot product consumes, exactly as llama.cpp does
-// (its vec_dot_type): f32 for f32 weights; values rounded to f16 or bf16 for f16/bf16 weights
-// (kept as floats); q8_0 blocks for q8_0 and q4_0 weights. Conversion is per row and per
-// 32-element block, so a row's bytes never depend on other rows (batch invariance).
+// converted once to the activation format its weight type's dot product consumes (the format
+// table's `act`, exactly as llama.cpp's vec_dot_type): f32 as is; values rounded to f16 or bf16
+// (kept as floats); q8_0 blocks with their sums. Conversion is per row and per 32-element
+// block, so a row's bytes never depend on other rows (batch invariance).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/weights.h"
+#include "kernels/quant/formats.h"
 
 namespace daisy::kernels {
 
-// Layout of one converted row of `cols` elements for weights of `type`:
-//   float types: float values[cols]
-//   q8 types:    int8_t qs[cols] | int32_t block_sum[cols / 32] | float d[cols / 32]
+// Layout of one converted row of `cols` elements:
+//   kF32, kF16Rounded, kBF16Rounded: float values[cols]
+//   kQ8: int8_t qs[cols] | int32_t block_sum[cols / 32] | float d[cols / 32]
 // block_sum[b] is the sum of block b's 32 qs: integer kernels multiply offset (unsigned) weight
 // codes by qs and start from -offset * block_sum, which gives sum(q_w * q_x) exactly.
-size_t ActRowBytes(WeightType type, int64_t cols);
+// Q8: d = amax / 127 rounded to f16, q = round-to-nearest-even(x * 127 / amax), as llama.cpp's
+// x86 quantize_row_q8_0.
+struct ActFormat {
+  ActType type;
+  const char* name;
+  size_t (*row_bytes)(int64_t cols);
+  // Converts `x` (cols floats) into `out` (row_bytes bytes, 64-byte aligned recommended).
+  void (*convert_row)(const float* x, int64_t cols, void* out);
+};
+const ActFormat& FormatOf(ActType type);
 
-// Converts `x` (cols floats) into `out` (ActRowBytes bytes, 64-byte aligned recommended).
-// Q8: d = amax / 127 rounded to f16, q = round-to-nearest-even(x * 127 / amax), as
-// llama.cpp's x86 quantize_row_q8_0.
+// The activation format of `type`'s matrix kernels, and its row bytes / conversion.
+inline ActType ActTypeOf(WeightType type) { return FormatOf(type).act; }
+size_t ActRowBytes(WeightType type, int64_t cols);
 void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out);
 
 struct ActQ8View {

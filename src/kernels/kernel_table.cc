@@ -3,20 +3,33 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/check.h"
 #include "base/log.h"
 
 namespace daisy::kernels {
 
-// Defined in x86_avx2/ and x86_avx512/ (compiled with their own ISA flags); they are only
-// called after the CPU check below.
+// Each ISA file defines its kernels as constant-initialised data (no code of an ISA file runs
+// before the CPU check below).
+namespace ref {
+extern const MatmulKernel kMatmuls[];
+extern const size_t kMatmulCount;
+extern const OpKernels kOps;
+}  // namespace ref
+#if defined(DAISY_HAVE_X86_KERNELS)
 namespace avx2 {
-const KernelTable& Table();
-}
+extern const MatmulKernel kMatmuls[];
+extern const size_t kMatmulCount;
+extern const OpKernels kOps;
+}  // namespace avx2
 namespace avx512 {
-const KernelTable& Table();
-}
+extern const MatmulKernel kMatmuls[];
+extern const size_t kMatmulCount;
+extern const OpKernels kOps;
+}  // namespace avx512
+#endif
 
 namespace {
+
 bool HasAvx2() {
 #if defined(__x86_64__)
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -34,11 +47,68 @@ bool HasAvx512() {
   return false;
 #endif
 }
+
+// A set's table, built once; a set that is not complete is a bug of this build: stop, naming it.
+KernelTable BuiltOrDie(const KernelSet& set) {
+  Result<KernelTable> t = BuildKernelTable(set);
+  if (!t.ok()) internal::CheckFailed(__FILE__, __LINE__, "BuildKernelTable(set).ok()", t.status().message().c_str());
+  return *t;
+}
+
 }  // namespace
+
+Result<KernelTable> BuildKernelTable(const KernelSet& set) {
+  KernelTable t;
+  t.name = set.isa;
+  for (const MatmulKernel& k : set.matmuls) {
+    const int i = static_cast<int>(k.type);
+    if (i < 0 || i >= kNumWeightTypes || k.fn == nullptr) {
+      return Internal("kernel table %s: a matrix kernel entry for type %d is invalid", set.isa, i);
+    }
+    if (t.matmul[i] != nullptr) {
+      return Internal("kernel table %s: two matrix kernels for %s", set.isa, WeightTypeName(k.type));
+    }
+    t.matmul[i] = k.fn;
+  }
+  for (const WeightFormat& f : WeightFormats()) {
+    if (t.matmul[static_cast<int>(f.type)] == nullptr) {
+      return Internal("kernel table %s has no matrix kernel for weight type %s", set.isa, f.name);
+    }
+  }
+  if (set.ops == nullptr) return Internal("kernel table %s has no element-wise ops", set.isa);
+  t.ops = *set.ops;
+  const struct {
+    const char* name;
+    bool present;
+  } ops[] = {{"rms_norm", t.ops.rms_norm != nullptr}, {"rope", t.ops.rope != nullptr},
+             {"silu_mul", t.ops.silu_mul != nullptr}, {"add", t.ops.add != nullptr},
+             {"dot", t.ops.dot != nullptr},           {"axpy", t.ops.axpy != nullptr},
+             {"attention", t.ops.attention != nullptr}};
+  for (const auto& op : ops) {
+    if (!op.present) return Internal("kernel table %s has no %s kernel", set.isa, op.name);
+  }
+  return t;
+}
+
+std::vector<KernelSet> AllKernelSets() {
+  std::vector<KernelSet> sets{{"scalar", {ref::kMatmuls, ref::kMatmulCount}, &ref::kOps}};
+#if defined(DAISY_HAVE_X86_KERNELS)
+  sets.push_back({"avx2", {avx2::kMatmuls, avx2::kMatmulCount}, &avx2::kOps});
+  sets.push_back({"avx512", {avx512::kMatmuls, avx512::kMatmulCount}, &avx512::kOps});
+#endif
+  return sets;
+}
+
+const KernelTable& ScalarKernels() {
+  static const KernelTable table = BuiltOrDie(AllKernelSets()[0]);
+  return table;
+}
 
 const KernelTable* Avx2Kernels() {
 #if defined(DAISY_HAVE_X86_KERNELS)
-  return HasAvx2() ? &avx2::Table() : nullptr;
+  if (!HasAvx2()) return nullptr;
+  static const KernelTable table = BuiltOrDie(AllKernelSets()[1]);
+  return &table;
 #else
   return nullptr;
 #endif
@@ -46,7 +116,9 @@ const KernelTable* Avx2Kernels() {
 
 const KernelTable* Avx512Kernels() {
 #if defined(DAISY_HAVE_X86_KERNELS)
-  return HasAvx512() ? &avx512::Table() : nullptr;
+  if (!HasAvx512()) return nullptr;
+  static const KernelTable table = BuiltOrDie(AllKernelSets()[2]);
+  return &table;
 #else
   return nullptr;
 #endif
@@ -59,6 +131,14 @@ std::vector<const KernelTable*> AllSupportedKernels() {
   return out;
 }
 
+std::vector<const char*> UnsupportedKernelNames() {
+  std::vector<const char*> out;
+  for (const KernelSet& s : AllKernelSets()) {
+    if (FindKernels(s.isa) == nullptr) out.push_back(s.isa);
+  }
+  return out;
+}
+
 const KernelTable* FindKernels(const char* name) {
   for (const KernelTable* t : AllSupportedKernels()) {
     if (std::strcmp(t->name, name) == 0) return t;
@@ -68,6 +148,7 @@ const KernelTable* FindKernels(const char* name) {
 
 const KernelTable& BestKernels() {
   static const KernelTable* const best = [] {
+    // Every table this CPU can run is built (and so checked complete) at start-up.
     const std::vector<const KernelTable*> all = AllSupportedKernels();
     if (const char* forced = std::getenv("DAISY_KERNELS")) {
       if (const KernelTable* t = FindKernels(forced)) return t;

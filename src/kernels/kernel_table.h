@@ -1,33 +1,57 @@
-// KernelTable: the math kernels of one instruction set, chosen once at start-up from the CPU's
+// KernelTable: the math kernels of one instruction set — a matrix kernel for every weight format
+// (quant/formats.h) and the element-wise ops (ops.h) — chosen once at start-up from the CPU's
 // features. Every table computes the same functions; results differ between tables only in
 // floating-point summation order, never between calls of one table (see the contract below).
+//
+// Each ISA file lists its kernels as constant data (a KernelSet: no code runs to build it, so a
+// table can be checked on a CPU that could not run it), and BuildKernelTable turns a set into a
+// table, refusing one that lacks a kernel for some weight format or op: the error names the
+// format (or op) and the ISA, at start-up, instead of a null pointer at the first product.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "base/status.h"
+#include "kernels/ops.h"
 #include "kernels/weights.h"
 
 namespace daisy::kernels {
 
-struct KernelTable {
-  const char* name;  // "scalar", "avx2", "avx512"
+// Matrix product on converted activation rows (activations.h):
+//   y[r * y_stride + o] = dot(weight row o, activation row r)
+// for o in [o_begin, o_end) and r in [0, n_rows); activation row r starts at
+// act + r * act_stride bytes. Contract (batch invariance): the value written for (o, r)
+// depends only on weight row o and activation row r, bit for bit: not on n_rows, on the
+// other rows, on o_begin/o_end, or on which thread runs it. Requires cols % ColsMultiple == 0.
+using MatmulFn = void (*)(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows,
+                          float* y, size_t y_stride, int64_t o_begin, int64_t o_end);
 
-  // Matrix product on converted activation rows (activations.h):
-  //   y[r * y_stride + o] = dot(weight row o, activation row r)
-  // for o in [o_begin, o_end) and r in [0, n_rows); activation row r starts at
-  // act + r * act_stride bytes. Contract (batch invariance): the value written for (o, r)
-  // depends only on weight row o and activation row r, bit for bit: not on n_rows, on the
-  // other rows, on o_begin/o_end, or on which thread runs it. Requires cols % 32 == 0.
-  using MatmulFn = void (*)(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows,
-                            float* y, size_t y_stride, int64_t o_begin, int64_t o_end);
-  MatmulFn matmul[kNumWeightTypes];
-
-  float (*dot_f32)(const float* a, const float* b, int64_t n);
-  // y[i] += a * x[i]
-  void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
+struct MatmulKernel {
+  WeightType type;
+  MatmulFn fn;
 };
+
+// What an ISA file provides, as constant data.
+struct KernelSet {
+  const char* isa;  // "scalar", "avx2", "avx512"
+  std::span<const MatmulKernel> matmuls;
+  const OpKernels* ops;
+};
+
+struct KernelTable {
+  const char* name = nullptr;  // the ISA
+  MatmulFn matmul[kNumWeightTypes] = {};
+  OpKernels ops = {};
+
+  MatmulFn Matmul(WeightType type) const { return matmul[static_cast<int>(type)]; }
+};
+
+// Checks that `set` has exactly one matrix kernel for every weight format and every op, and
+// builds its table; the error names the ISA and what is missing or doubled.
+Result<KernelTable> BuildKernelTable(const KernelSet& set);
 
 // The scalar reference: readable loops, the oracle for every other table. Runs anywhere.
 const KernelTable& ScalarKernels();
@@ -40,7 +64,11 @@ const KernelTable* Avx512Kernels();  // AVX-512 F/BW/VL/DQ + VNNI
 const KernelTable& BestKernels();
 // Every table this CPU supports, scalar first: tests run each.
 std::vector<const KernelTable*> AllSupportedKernels();
+// The names of the tables this build has whose CPU features this machine lacks.
+std::vector<const char*> UnsupportedKernelNames();
 // Looks a table up by name; nullptr when unknown or unsupported here.
 const KernelTable* FindKernels(const char* name);
+// Every set this build has, supported here or not (tests check each is complete).
+std::vector<KernelSet> AllKernelSets();
 
 }  // namespace daisy::kernels

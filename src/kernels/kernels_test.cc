@@ -9,15 +9,20 @@
 
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
-#include "kernels/quant/blocks.h"
+#include "kernels/quant/q4_0.h"
+#include "kernels/quant/q8_0.h"
 #include "kernels/quant/float_formats.h"
 #include "kernels/weights.h"
 
 namespace daisy::kernels {
 namespace {
 
-constexpr WeightType kTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
-                                 WeightType::kQ8_0, WeightType::kQ4_0};
+// Every type of the format table.
+std::vector<WeightType> AllTypes() {
+  std::vector<WeightType> types;
+  for (const WeightFormat& f : WeightFormats()) types.push_back(f.type);
+  return types;
+}
 
 // A random packed matrix, built the way a model loader builds it: GGUF bytes, then PackFromGguf.
 struct TestMatrix {
@@ -31,30 +36,8 @@ TestMatrix MakeMatrix(WeightType type, int64_t rows, int64_t cols, uint32_t seed
   std::normal_distribution<float> dist(0.f, 1.f);
   std::vector<float> values(rows * cols);
   for (float& v : values) v = dist(rng);
-  std::vector<uint8_t> gguf;
-  switch (type) {
-    case WeightType::kF32:
-      gguf.resize(values.size() * 4);
-      std::memcpy(gguf.data(), values.data(), gguf.size());
-      break;
-    case WeightType::kF16:
-    case WeightType::kBF16:
-      gguf.resize(values.size() * 2);
-      if (type == WeightType::kF16) {
-        Fp32ToFp16Row(values.data(), reinterpret_cast<uint16_t*>(gguf.data()), values.size());
-      } else {
-        Fp32ToBf16Row(values.data(), reinterpret_cast<uint16_t*>(gguf.data()), values.size());
-      }
-      break;
-    case WeightType::kQ8_0:
-      gguf.resize(values.size() / 32 * sizeof(BlockQ8_0));
-      QuantizeRowQ8_0(values.data(), reinterpret_cast<BlockQ8_0*>(gguf.data()), values.size());
-      break;
-    case WeightType::kQ4_0:
-      gguf.resize(values.size() / 32 * sizeof(BlockQ4_0));
-      QuantizeRowQ4_0(values.data(), reinterpret_cast<BlockQ4_0*>(gguf.data()), values.size());
-      break;
-  }
+  std::vector<uint8_t> gguf(GgufBytes(type, rows, cols));
+  FormatOf(type).quantize_row(values.data(), gguf.data(), rows * cols);
   TestMatrix m;
   m.data.resize(PackedDataBytes(type, rows, cols));
   m.scales.resize(PackedScaleBytes(type, rows, cols) / sizeof(uint16_t));
@@ -91,13 +74,13 @@ std::vector<float> RunMatmul(const KernelTable& t, const TestMatrix& m, const Te
 }
 
 TEST(Kernels, ScalarMatchesDequantisedDot) {
-  for (WeightType type : kTypes) {
+  for (WeightType type : AllTypes()) {
     const TestMatrix m = MakeMatrix(type, 5, 96, 1);
     const TestActs a = MakeActs(type, 1, 96, 2);
     const std::vector<float> y = RunMatmul(ScalarKernels(), m, a, 1, 0, 5);
     // Dequantise both sides and dot in double: the reference must agree closely.
     std::vector<float> w(96), x(96);
-    if (type == WeightType::kQ8_0 || type == WeightType::kQ4_0) {
+    if (FormatOf(type).act == ActType::kQ8) {
       const ActQ8View v = ViewActQ8(a.bytes.data(), 96);
       for (int i = 0; i < 96; ++i) x[i] = v.d[i / 32] * v.qs[i];
     } else {
@@ -112,10 +95,28 @@ TEST(Kernels, ScalarMatchesDequantisedDot) {
   }
 }
 
-TEST(Kernels, EveryTableMatchesScalarOnAwkwardSizes) {
+// Each test below runs once per kernel table this build has, named after it; a table this host
+// cannot run is skipped, saying so (ctest lists skipped tests), so the output shows which ISAs
+// were exercised here and which were not.
+class Table : public ::testing::TestWithParam<std::string> {
+ protected:
+  const KernelTable* table = nullptr;
+  void SetUp() override {
+    table = FindKernels(GetParam().c_str());
+    if (table == nullptr) GTEST_SKIP() << "this host lacks " << GetParam() << ": its kernels were not run";
+  }
+};
+
+std::vector<std::string> TableNames() {
+  std::vector<std::string> names;
+  for (const KernelSet& s : AllKernelSets()) names.push_back(s.isa);
+  return names;
+}
+
+TEST_P(Table, MatchesScalarOnAwkwardSizes) {
   const int64_t shapes[][2] = {{1, 32}, {3, 64}, {5, 96}, {17, 160}, {67, 256}, {9, 4128}};
-  for (const KernelTable* table : AllSupportedKernels()) {
-    for (WeightType type : kTypes) {
+  {
+    for (WeightType type : AllTypes()) {
       for (const auto& shape : shapes) {
         const int64_t rows = shape[0], cols = shape[1];
         const TestMatrix m = MakeMatrix(type, rows, cols, static_cast<uint32_t>(rows * cols));
@@ -136,9 +137,9 @@ TEST(Kernels, EveryTableMatchesScalarOnAwkwardSizes) {
   }
 }
 
-TEST(Kernels, BatchInvariantInEveryTable) {
-  for (const KernelTable* table : AllSupportedKernels()) {
-    for (WeightType type : kTypes) {
+TEST_P(Table, BatchInvariant) {
+  {
+    for (WeightType type : AllTypes()) {
       const int64_t rows = 37, cols = 288;
       const TestMatrix m = MakeMatrix(type, rows, cols, 11);
       const int n_rows = 17;  // several passes over the weights in every table (8 rows at most per pass)
@@ -166,10 +167,10 @@ TEST(Kernels, BatchInvariantInEveryTable) {
   }
 }
 
-TEST(Kernels, DotAndAxpyMatchScalar) {
+TEST_P(Table, DotAndAxpyMatchScalar) {
   std::mt19937 rng(3);
   std::normal_distribution<float> dist;
-  for (const KernelTable* table : AllSupportedKernels()) {
+  {
     for (int n : {1, 7, 16, 33, 128, 131}) {
       std::vector<float> a(n), b(n), y1(n), y2(n);
       for (int i = 0; i < n; ++i) {
@@ -177,13 +178,60 @@ TEST(Kernels, DotAndAxpyMatchScalar) {
         b[i] = dist(rng);
         y1[i] = y2[i] = dist(rng);
       }
-      EXPECT_NEAR(table->dot_f32(a.data(), b.data(), n), ScalarKernels().dot_f32(a.data(), b.data(), n),
+      EXPECT_NEAR(table->ops.dot(a.data(), b.data(), n), ScalarKernels().ops.dot(a.data(), b.data(), n),
                   1e-4 * n) << table->name;
-      table->axpy_f32(0.5f, a.data(), y1.data(), n);
-      ScalarKernels().axpy_f32(0.5f, a.data(), y2.data(), n);
+      table->ops.axpy(0.5f, a.data(), y1.data(), n);
+      ScalarKernels().ops.axpy(0.5f, a.data(), y2.data(), n);
       for (int i = 0; i < n; ++i) EXPECT_NEAR(y1[i], y2[i], 1e-5) << table->name;
     }
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Table, ::testing::ValuesIn(TableNames()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// Every table this build has lists a kernel for every weight format and op, checked on any host
+// (a set is constant data: building a table runs none of its code).
+TEST(Kernels, EveryKernelSetIsComplete) {
+  for (const KernelSet& s : AllKernelSets()) {
+    const Result<KernelTable> t = BuildKernelTable(s);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    for (const WeightFormat& f : WeightFormats()) EXPECT_NE(t->Matmul(f.type), nullptr) << s.isa << " " << f.name;
+  }
+}
+
+TEST(Kernels, AMissingKernelIsAnErrorNamingTheTypeAndIsa) {
+  const KernelSet scalar = AllKernelSets().front();
+  std::vector<MatmulKernel> without_q4;
+  for (const MatmulKernel& k : scalar.matmuls) {
+    if (k.type != WeightType::kQ4_0) without_q4.push_back(k);
+  }
+  const Result<KernelTable> missing = BuildKernelTable({"test-isa", without_q4, scalar.ops});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("test-isa"), std::string::npos) << missing.status().message();
+  EXPECT_NE(missing.status().message().find("q4_0"), std::string::npos) << missing.status().message();
+  std::vector<MatmulKernel> doubled(scalar.matmuls.begin(), scalar.matmuls.end());
+  doubled.push_back(doubled.front());
+  const Result<KernelTable> twice = BuildKernelTable({"test-isa", doubled, scalar.ops});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("two matrix kernels for f32"), std::string::npos);
+  OpKernels no_rope = *scalar.ops;
+  no_rope.rope = nullptr;
+  const Result<KernelTable> no_op = BuildKernelTable({"test-isa", scalar.matmuls, &no_rope});
+  ASSERT_FALSE(no_op.ok());
+  EXPECT_NE(no_op.status().message().find("no rope kernel"), std::string::npos) << no_op.status().message();
+}
+
+TEST(Kernels, FormatTableIsConsistent) {
+  for (const WeightFormat& f : WeightFormats()) {
+    EXPECT_EQ(&FormatOf(f.type), &f);
+    EXPECT_EQ(FindFormat(f.ggml_type), &f) << f.name;
+    EXPECT_EQ(FindFormat(std::string_view(f.name)), &f) << f.name;
+    EXPECT_EQ(ColsMultiple(f.type) % f.block_elems, 0) << f.name;
+  }
+  EXPECT_EQ(FindFormat(uint32_t{12}), nullptr);  // q4_K: not computed (yet)
+  EXPECT_EQ(FindFormat(std::string_view("q4_k")), nullptr);
+  EXPECT_EQ(WeightFormatNames(), "f32, f16, bf16, q8_0, q4_0");
 }
 
 TEST(Kernels, DispatchPicksASupportedTable) {

@@ -10,8 +10,7 @@
 #include "base/check.h"
 #include "base/strings.h"
 #include "gguf/writer.h"
-#include "kernels/quant/blocks.h"
-#include "kernels/quant/float_formats.h"
+#include "kernels/quant/formats.h"
 
 namespace daisy::model {
 namespace {
@@ -78,22 +77,9 @@ void Encode(TensorType type, const float* x, int64_t rows, int64_t cols, std::ve
   const size_t n = static_cast<size_t>(rows * cols);
   const auto& traits = gguf::Traits(type);
   out.resize(n / traits.block_size * traits.block_bytes);
-  switch (type) {
-    case TensorType::kF32: std::memcpy(out.data(), x, n * 4); break;
-    case TensorType::kF16:
-      kernels::Fp32ToFp16Row(x, reinterpret_cast<uint16_t*>(out.data()), n);
-      break;
-    case TensorType::kBF16:
-      kernels::Fp32ToBf16Row(x, reinterpret_cast<uint16_t*>(out.data()), n);
-      break;
-    case TensorType::kQ8_0:
-      kernels::QuantizeRowQ8_0(x, reinterpret_cast<kernels::BlockQ8_0*>(out.data()), n);
-      break;
-    case TensorType::kQ4_0:
-      kernels::QuantizeRowQ4_0(x, reinterpret_cast<kernels::BlockQ4_0*>(out.data()), n);
-      break;
-    default: DAISY_CHECK(false && "unsupported generation type");
-  }
+  const kernels::WeightFormat* f = kernels::FindFormat(static_cast<uint32_t>(type));
+  DAISY_CHECK(f != nullptr);
+  f->quantize_row(x, out.data(), static_cast<int64_t>(n));
 }
 
 std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {

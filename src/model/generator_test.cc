@@ -6,7 +6,8 @@
 #include <filesystem>
 
 #include "gguf/reader.h"
-#include "kernels/quant/blocks.h"
+#include "kernels/quant/q8_0.h"
+#include "kernels/quant/q4_0.h"
 #include "kernels/quant/float_formats.h"
 #include "tokenizer/hf_import.h"
 #include "tokenizer/tokenizer.h"

@@ -10,16 +10,12 @@ namespace daisy::model {
 namespace {
 
 Result<kernels::WeightType> ToWeightType(gguf::TensorType t) {
-  switch (t) {
-    case gguf::TensorType::kF32: return kernels::WeightType::kF32;
-    case gguf::TensorType::kF16: return kernels::WeightType::kF16;
-    case gguf::TensorType::kBF16: return kernels::WeightType::kBF16;
-    case gguf::TensorType::kQ8_0: return kernels::WeightType::kQ8_0;
-    case gguf::TensorType::kQ4_0: return kernels::WeightType::kQ4_0;
-    default:
-      return Unimplemented("tensor type %s is not supported (f32, f16, bf16, q8_0, q4_0)",
-                           gguf::Traits(t).name);
+  const kernels::WeightFormat* f = kernels::FindFormat(static_cast<uint32_t>(t));
+  if (f == nullptr) {
+    return Unimplemented("tensor type %s is not supported (%s)", gguf::Traits(t).name,
+                         kernels::WeightFormatNames().c_str());
   }
+  return f->type;
 }
 
 }  // namespace
@@ -27,17 +23,26 @@ Result<kernels::WeightType> ToWeightType(gguf::TensorType t) {
 Result<kernels::WeightMatrix> LlamaModel::PackedMatrix(const std::string& name, int64_t rows,
                                                        int64_t cols) {
   const char* file = reader_->name().c_str();
+  // NAME.<format> (the packed bytes as i8) and NAME.scales (f16), for exactly one packed format.
   const gguf::TensorInfo* scales = reader_->FindTensor(name + ".scales");
-  const gguf::TensorInfo* q8 = reader_->FindTensor(name + ".q8_0");
-  const gguf::TensorInfo* q4 = reader_->FindTensor(name + ".q4_0");
-  if (scales == nullptr || (q8 == nullptr) == (q4 == nullptr)) {
+  const gguf::TensorInfo* data = nullptr;
+  kernels::WeightType type = kernels::WeightType::kF32;
+  int found = 0;
+  for (const kernels::WeightFormat& f : kernels::WeightFormats()) {
+    if (!f.packed) continue;
+    if (const gguf::TensorInfo* t = reader_->FindTensor(name + "." + f.name)) {
+      data = t;
+      type = f.type;
+      ++found;
+    }
+  }
+  if (scales == nullptr || found != 1) {
     return DataLoss("%s: tensor %s is missing", file, name.c_str());
   }
-  const kernels::WeightType type = q8 != nullptr ? kernels::WeightType::kQ8_0 : kernels::WeightType::kQ4_0;
-  const gguf::TensorInfo* data = q8 != nullptr ? q8 : q4;
-  if (cols % kernels::kQBlock != 0) {
-    return DataLoss("%s: packed tensor %s has rows of %lld, not a multiple of 32", file,
-                    name.c_str(), static_cast<long long>(cols));
+  if (cols % kernels::ColsMultiple(type) != 0) {
+    return DataLoss("%s: packed tensor %s has rows of %lld, not a multiple of %lld", file,
+                    name.c_str(), static_cast<long long>(cols),
+                    static_cast<long long>(kernels::ColsMultiple(type)));
   }
   const size_t data_bytes = kernels::PackedDataBytes(type, rows, cols);
   const size_t scale_bytes = kernels::PackedScaleBytes(type, rows, cols);
@@ -81,12 +86,13 @@ Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_
   }
   auto type = ToWeightType(t->type);
   if (!type.ok()) return type.status().With(reader_->name() + ": tensor " + name);
-  if (cols % kernels::kQBlock != 0) {
-    return Unimplemented("%s: tensor %s has rows of %lld, not a multiple of 32",
-                         reader_->name().c_str(), name.c_str(), static_cast<long long>(cols));
+  if (cols % kernels::ColsMultiple(*type) != 0) {
+    return Unimplemented("%s: tensor %s has rows of %lld, not a multiple of %lld",
+                         reader_->name().c_str(), name.c_str(), static_cast<long long>(cols),
+                         static_cast<long long>(kernels::ColsMultiple(*type)));
   }
   kernels::WeightMatrix m{*type, rows, cols, reader_->TensorData(*t).data(), nullptr};
-  if (*type == kernels::WeightType::kQ8_0 || *type == kernels::WeightType::kQ4_0) {
+  if (kernels::FormatOf(*type).packed) {
     const size_t data_bytes = kernels::PackedDataBytes(*type, rows, cols);
     const size_t scale_bytes = kernels::PackedScaleBytes(*type, rows, cols);
     const size_t total = (data_bytes + 63) / 64 * 64 + scale_bytes;

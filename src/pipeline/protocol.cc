@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/quant/blocks.h"
+#include "kernels/quant/q8_0.h"
+#include "kernels/quant/q4_0.h"
 #include "kernels/quant/float_formats.h"
 
 namespace daisy::pipeline {

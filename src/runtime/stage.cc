@@ -43,7 +43,8 @@ Stage::Stage(const model::LlamaModel& model, const StageOptions& options,
   const int64_t widest = std::max<int64_t>({config_.d_model, config_.d_ff, q_dim_});
   // Room for three converted copies (q/k/v of different types share one input).
   act_.resize(3 * n * (kernels::ActRowBytes(kernels::WeightType::kF32, widest) + kActAlign) + kActAlign);
-  scores_.resize(static_cast<size_t>(pool_.size()) * options_.seq_capacity);
+  scores_.resize(static_cast<size_t>(pool_.size()) * (config_.n_heads / config_.n_kv_heads) *
+                 options_.seq_capacity);
   rope_.resize(n * config_.head_dim);
 }
 
@@ -113,6 +114,13 @@ Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hid
   } else {
     std::memcpy(x_.data(), hidden_in.data(), n * d * sizeof(float));
   }
+  // Each row's RoPE angles, once for every layer and head of this forward.
+  const int hd = config_.head_dim;
+  pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      kernels::RopeAngles(rows[r].pos, hd, config_.rope_theta, weights_.rope_freqs, &rope_[r * hd]);
+    }
+  });
   for (int l = options_.first_layer; l < options_.last_layer; ++l) Layer(l, rows, n);
   for (const SeqRun& s : runs) kv_.SetLength(s.seq, rows[s.end - 1].pos + 1);
 
@@ -133,25 +141,22 @@ Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hid
 void Stage::Layer(int l, std::span<const BatchRow> rows, int n) {
   const model::LayerWeights& w = weights_.layers[l];
   const int64_t d = config_.d_model, ff = config_.d_ff;
+  const kernels::OpKernels& ops = kernels_.ops;
   // Attention block: x += Wo * Attention(Rope(Wq xn), Rope(Wk xn), Wv xn), xn = RmsNorm(x).
   RmsNorm(x_.data(), w.attn_norm, n, xn_.data());
   Project(xn_.data(), n, {&w.wq, &w.wk, &w.wv}, {q_.data(), k_.data(), v_.data()});
-  Rope(q_.data(), config_.n_heads, rows, n);
-  Rope(k_.data(), config_.n_kv_heads, rows, n);
+  Rope(n);
   Attention(l, rows, n);
   Project(att_.data(), n, {&w.wo}, {tmp_.data()});
-  for (int64_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
+  ops.add(x_.data(), tmp_.data(), n * d);
   // Feed-forward block: x += Wdown * (silu(Wgate xn) * Wup xn), xn = RmsNorm(x).
   RmsNorm(x_.data(), w.ffn_norm, n, xn_.data());
   Project(xn_.data(), n, {&w.w_gate, &w.w_up}, {gate_.data(), up_.data()});
   pool_.ParallelFor(n * ff, 256, [&](int, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float g = gate_[i];
-      gate_[i] = (g / (1.0f + std::exp(-g))) * up_[i];
-    }
+    ops.silu_mul(gate_.data() + b, up_.data() + b, e - b);
   });
   Project(gate_.data(), n, {&w.w_down}, {tmp_.data()});
-  for (int64_t i = 0; i < n * d; ++i) x_[i] += tmp_[i];
+  ops.add(x_.data(), tmp_.data(), n * d);
 }
 
 void Stage::Project(const float* x, int n, std::initializer_list<const kernels::WeightMatrix*> ws,
@@ -209,47 +214,17 @@ void Stage::Project(const float* x, int n, std::initializer_list<const kernels::
 
 void Stage::RmsNorm(const float* x, const float* weight, int n, float* y) {
   const int64_t d = config_.d_model;
-  const float eps = config_.rms_eps;
   pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const float* xr = x + r * d;
-      float* yr = y + r * d;
-      // As ggml: squares summed in double, mean and scale in float.
-      double sum = 0.0;
-      for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(xr[i] * xr[i]);
-      const float mean = static_cast<float>(sum / static_cast<double>(d));
-      const float scale = 1.0f / std::sqrt(mean + eps);
-      for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] * scale) * weight[i];
-    }
+    for (int64_t r = b; r < e; ++r) kernels_.ops.rms_norm(x + r * d, weight, d, config_.rms_eps, y + r * d);
   });
 }
 
-void Stage::Rope(float* v, int n_heads, std::span<const BatchRow> rows, int n) {
+void Stage::Rope(int n) {
   const int hd = config_.head_dim;
-  const int64_t width = static_cast<int64_t>(n_heads) * hd;
-  const float theta_scale = std::pow(config_.rope_theta, -2.0f / static_cast<float>(hd));
-  const float* factors = weights_.rope_freqs;
   pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      // llama.cpp's NORM rope: pairs (2i, 2i+1) turned by pos * theta_scale^i / factor_i, the
-      // power built by repeated multiplication as ggml does.
-      float* cs = &rope_[r * hd];
-      float theta = static_cast<float>(rows[r].pos);
-      for (int i = 0; i < hd / 2; ++i) {
-        const float t = factors != nullptr ? theta / factors[i] : theta;
-        cs[2 * i] = std::cos(t);
-        cs[2 * i + 1] = std::sin(t);
-        theta *= theta_scale;
-      }
-      float* row = v + r * width;
-      for (int h = 0; h < n_heads; ++h) {
-        float* p = row + h * hd;
-        for (int i = 0; i < hd / 2; ++i) {
-          const float x0 = p[2 * i], x1 = p[2 * i + 1];
-          p[2 * i] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
-          p[2 * i + 1] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
-        }
-      }
+      kernels_.ops.rope(&q_[r * q_dim_], config_.n_heads, hd, &rope_[r * hd], kernels::RopeMode::kNorm);
+      kernels_.ops.rope(&k_[r * kv_dim_], config_.n_kv_heads, hd, &rope_[r * hd], kernels::RopeMode::kNorm);
     }
   });
 }
@@ -266,32 +241,25 @@ void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
   const int group = config_.n_heads / config_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const KvCache& kv = kv_;
-  pool_.ParallelFor(static_cast<int64_t>(n) * config_.n_heads, 1, [&](int thread, int64_t b, int64_t e) {
-    float* scores = &scores_[static_cast<size_t>(thread) * options_.seq_capacity];
+  // One task per (row, KV head): the group of query heads sharing that KV head reads each of
+  // its keys and values once.
+  pool_.ParallelFor(static_cast<int64_t>(n) * config_.n_kv_heads, 1, [&](int thread, int64_t b, int64_t e) {
     for (int64_t task = b; task < e; ++task) {
-      const int r = static_cast<int>(task / config_.n_heads);
-      const int h = static_cast<int>(task % config_.n_heads);
-      const int kvh = h / group;
-      const int32_t seq = rows[r].seq, len = rows[r].pos + 1;
-      const float* q = &q_[r * q_dim_ + h * hd];
-      const float* keys = kv.Keys(seq, local) + kvh * hd;
-      const float* values = kv.Values(seq, local) + kvh * hd;
-      float max = -INFINITY;
-      for (int32_t t = 0; t < len; ++t) {
-        scores[t] = kernels_.dot_f32(q, keys + static_cast<int64_t>(t) * kv_dim_, hd) * scale;
-        max = std::max(max, scores[t]);
-      }
-      double sum = 0.0;
-      for (int32_t t = 0; t < len; ++t) {
-        scores[t] = std::exp(scores[t] - max);
-        sum += scores[t];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      float* out = &att_[r * q_dim_ + h * hd];
-      std::fill(out, out + hd, 0.0f);
-      for (int32_t t = 0; t < len; ++t) {
-        kernels_.axpy_f32(scores[t] * inv, values + static_cast<int64_t>(t) * kv_dim_, out, hd);
-      }
+      const int r = static_cast<int>(task / config_.n_kv_heads);
+      const int kvh = static_cast<int>(task % config_.n_kv_heads);
+      kernels::AttentionArgs a;
+      a.q = &q_[r * q_dim_ + kvh * group * hd];
+      a.out = &att_[r * q_dim_ + kvh * group * hd];
+      a.group = group;
+      a.head_dim = hd;
+      a.keys = kv.Keys(rows[r].seq, local) + kvh * hd;
+      a.values = kv.Values(rows[r].seq, local) + kvh * hd;
+      a.kv_stride = kv_dim_;
+      a.begin = 0;
+      a.end = rows[r].pos + 1;
+      a.scale = scale;
+      a.scores = &scores_[static_cast<size_t>(thread) * group * options_.seq_capacity];
+      kernels_.ops.attention(a);
     }
   });
 }

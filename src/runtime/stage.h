@@ -72,7 +72,7 @@ class Stage {
   void Project(const float* x, int n, std::initializer_list<const kernels::WeightMatrix*> ws,
                std::initializer_list<float*> ys);
   void RmsNorm(const float* x, const float* weight, int n, float* y);
-  void Rope(float* v, int n_heads, std::span<const BatchRow> rows, int n);
+  void Rope(int n);  // q_ and k_ of n rows, by rope_
   void Attention(int layer, std::span<const BatchRow> rows, int n);
 
   const model::LlamaConfig& config_;
@@ -85,8 +85,8 @@ class Stage {
   // Activation buffers for max_batch_rows rows.
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
   std::vector<uint8_t> act_;           // converted activation rows
-  std::vector<float> scores_;          // [threads][seq_capacity] attention scratch
-  std::vector<float> rope_;            // [rows][head_dim] cos/sin
+  std::vector<float> scores_;          // [threads][group][seq_capacity] attention scratch
+  std::vector<float> rope_;            // [rows][head_dim] cos/sin of this forward's rows
 };
 
 }  // namespace daisy::runtime

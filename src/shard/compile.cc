@@ -22,10 +22,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The format a source tensor is repacked into in a shard (none: copied as it is).
 std::optional<kernels::WeightType> PackedType(gguf::TensorType t) {
-  if (t == gguf::TensorType::kQ8_0) return kernels::WeightType::kQ8_0;
-  if (t == gguf::TensorType::kQ4_0) return kernels::WeightType::kQ4_0;
-  return std::nullopt;
+  const kernels::WeightFormat* f = kernels::FindFormat(static_cast<uint32_t>(t));
+  if (f == nullptr || !f->packed) return std::nullopt;
+  return f->type;
 }
 
 // The layer of a "blk.<L>.…" tensor, or -1 for tensors outside the layers.

@@ -6,8 +6,11 @@
 #include <random>
 #include <vector>
 
-#include "kernels/quant/blocks.h"
+#include "kernels/quant/q8_0.h"
+#include "kernels/quant/q4_0.h"
 #include "kernels/quant/float_formats.h"
+#include "kernels/weights.h"
+#include <cstring>
 
 namespace daisy::kernels {
 namespace {
@@ -120,6 +123,64 @@ TEST(Q4_0, QuantizesWithinHalfAStep) {
       EXPECT_LE(std::fabs(y[b * 32 + j] - x[b * 32 + j]), bound + step * 1e-2f) << b << "," << j;
     }
   }
+}
+
+}  // namespace
+}  // namespace daisy::kernels
+
+namespace daisy::kernels {
+namespace {
+
+// Packing: the documented byte layout (q8_0.h, q4_0.h), padding rows, and DequantizeRow of the
+// packed matrix equal to dequantising the GGUF rows, for every packed format of the table.
+TEST(Packing, LayoutAndRoundTrip) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist;
+  for (const WeightFormat& f : WeightFormats()) {
+    const int64_t rows = 21, cols = 64;  // a second, padded row group
+    std::vector<float> x(rows * cols);
+    for (float& v : x) v = dist(rng);
+    std::vector<uint8_t> gguf(GgufBytes(f.type, rows, cols));
+    f.quantize_row(x.data(), gguf.data(), rows * cols);
+    std::vector<uint8_t> data(PackedDataBytes(f.type, rows, cols));
+    std::vector<uint16_t> scales(PackedScaleBytes(f.type, rows, cols) / 2);
+    PackFromGguf(f.type, gguf.data(), rows, cols, data.data(), scales.data());
+    const WeightMatrix w{f.type, rows, cols, data.data(), scales.empty() ? nullptr : scales.data()};
+    std::vector<float> want(cols), got(cols);
+    for (int64_t o = 0; o < rows; ++o) {
+      f.dequantize_row(gguf.data() + GgufBytes(f.type, o, cols), want.data(), cols);
+      DequantizeRow(w, o, got.data());
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), cols * 4), 0) << f.name << " row " << o;
+    }
+    if (!f.packed) {
+      EXPECT_EQ(std::memcmp(data.data(), gguf.data(), gguf.size()), 0) << f.name;
+      continue;
+    }
+    // Padding rows 21..31 of the second group: scale +0, value 0.
+    int8_t q[kRowGroup][kQBlock];
+    f.unpack_block(data.data() + (1 * 2 + 1) * f.group_block_bytes, q);
+    for (int l = rows - kRowGroup; l < kRowGroup; ++l) {
+      EXPECT_EQ(scales[(1 * 2 + 1) * kRowGroup + l], 0) << f.name;
+      for (int e = 0; e < kQBlock; ++e) ASSERT_EQ(q[l][e], 0) << f.name;
+    }
+  }
+  // The byte of (row 3, element 5) of the first block, as the headers document it.
+  std::vector<float> x(kRowGroup * 32);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 15) - 7);
+  std::vector<BlockQ8_0> b8(kRowGroup);
+  QuantizeRowQ8_0(x.data(), b8.data(), x.size());
+  std::vector<uint8_t> d8(kQ8_0GroupBlockBytes);
+  uint16_t s8[kRowGroup];
+  PackFromGguf(WeightType::kQ8_0, b8.data(), kRowGroup, 32, d8.data(), s8);
+  EXPECT_EQ(d8[64 * 1 + 4 * 3 + 1], static_cast<uint8_t>(b8[3].qs[5] + 128));
+  std::vector<BlockQ4_0> b4(kRowGroup);
+  QuantizeRowQ4_0(x.data(), b4.data(), x.size());
+  std::vector<uint8_t> d4(kQ4_0GroupBlockBytes);
+  uint16_t s4[kRowGroup];
+  PackFromGguf(WeightType::kQ4_0, b4.data(), kRowGroup, 32, d4.data(), s4);
+  const int lo = b4[3].qs[5] & 0x0f, hi = b4[11].qs[5] & 0x0f;  // rows 3 and 3 + 8, element 5
+  EXPECT_EQ(d4[32 * 1 + 4 * 3 + 1], static_cast<uint8_t>(lo | (hi << 4)));
+  EXPECT_EQ(s4[3], b4[3].d);
 }
 
 }  // namespace

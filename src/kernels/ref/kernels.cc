@@ -1,12 +1,10 @@
-// The scalar reference kernels: plain loops in the order a reader expects. Every SIMD table
-// is tested against these.
-#include <cmath>
-
+// The scalar reference matrix kernels: plain loops in the order a reader expects. Every SIMD
+// table is tested against these.
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
 #include "kernels/quant/float_formats.h"
 
-namespace daisy::kernels {
+namespace daisy::kernels::ref {
 namespace {
 
 float DotFloatRow(const WeightMatrix& w, int64_t o, const float* x) {
@@ -33,34 +31,31 @@ float DotFloatRow(const WeightMatrix& w, int64_t o, const float* x) {
   return sum;
 }
 
+void FloatMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
+                 size_t y_stride, int64_t o_begin, int64_t o_end) {
+  for (int r = 0; r < n_rows; ++r) {
+    const auto* row = reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) + r * act_stride);
+    for (int64_t o = o_begin; o < o_end; ++o) y[r * y_stride + o] = DotFloatRow(w, o, row);
+  }
+}
+
 // Quantised rows, 16 at a time (one interleaved row group, see weights.h): for each block, the
 // exact integer dot of every row with the activation block, then
 //   sum += (weight scale * activation scale) * integer dot
 // per row, blocks in order. Writes the group's rows that fall in [o_begin, o_end).
 void QuantGroup(const WeightMatrix& w, int64_t g, const ActQ8View& x, float* y, int64_t o_begin,
                 int64_t o_end) {
+  const WeightFormat& f = FormatOf(w.type);
   const int64_t nb = w.cols / kQBlock;
-  const bool q4 = w.type == WeightType::kQ4_0;
-  const int64_t group_block_bytes = q4 ? 256 : 512;
-  const auto* q = static_cast<const uint8_t*>(w.data) + g * nb * group_block_bytes;
+  const auto* data = static_cast<const uint8_t*>(w.data);
   float sum[kRowGroup] = {};
+  int8_t q[kRowGroup][kQBlock];
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* qb = q + b * group_block_bytes;
+    f.unpack_block(data + (g * nb + b) * f.group_block_bytes, q);
     const int8_t* xb = x.qs + b * kQBlock;
     int32_t isum[kRowGroup] = {};
-    for (int s = 0; s < kQBlock / kGroupStep; ++s) {
-      for (int l = 0; l < kRowGroup; ++l) {
-        for (int t = 0; t < kGroupStep; ++t) {
-          int value;
-          if (q4) {
-            const uint8_t byte = qb[s * 32 + (l % 8) * 4 + t];
-            value = (l < 8 ? (byte & 0x0f) : (byte >> 4)) - 8;
-          } else {
-            value = static_cast<int>(qb[s * 64 + l * 4 + t]) - 128;
-          }
-          isum[l] += value * xb[s * kGroupStep + t];
-        }
-      }
+    for (int l = 0; l < kRowGroup; ++l) {
+      for (int e = 0; e < kQBlock; ++e) isum[l] += q[l][e] * xb[e];
     }
     const uint16_t* ws = w.scales + (g * nb + b) * kRowGroup;
     for (int l = 0; l < kRowGroup; ++l) {
@@ -73,40 +68,24 @@ void QuantGroup(const WeightMatrix& w, int64_t g, const ActQ8View& x, float* y, 
   }
 }
 
-void Matmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
-            size_t y_stride, int64_t o_begin, int64_t o_end) {
-  const bool quantised = w.type == WeightType::kQ8_0 || w.type == WeightType::kQ4_0;
+// Any packed format whose blocks unpack to kQBlock integers with one f16 scale per row.
+void QuantMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
+                 size_t y_stride, int64_t o_begin, int64_t o_end) {
   for (int r = 0; r < n_rows; ++r) {
-    const void* row = static_cast<const uint8_t*>(act) + r * act_stride;
-    if (quantised) {
-      const ActQ8View x = ViewActQ8(row, w.cols);
-      for (int64_t g = o_begin / kRowGroup; g * kRowGroup < o_end; ++g) {
-        QuantGroup(w, g, x, y + r * y_stride, o_begin, o_end);
-      }
-      continue;
-    }
-    for (int64_t o = o_begin; o < o_end; ++o) {
-      y[r * y_stride + o] = DotFloatRow(w, o, static_cast<const float*>(row));
+    const ActQ8View x = ViewActQ8(static_cast<const uint8_t*>(act) + r * act_stride, w.cols);
+    for (int64_t g = o_begin / kRowGroup; g * kRowGroup < o_end; ++g) {
+      QuantGroup(w, g, x, y + r * y_stride, o_begin, o_end);
     }
   }
 }
 
-float Dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-void Axpy(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 }  // namespace
 
-const KernelTable& ScalarKernels() {
-  static const KernelTable table = {
-      "scalar", {Matmul, Matmul, Matmul, Matmul, Matmul}, Dot, Axpy};
-  return table;
-}
+extern constinit const MatmulKernel kMatmuls[] = {
+    {WeightType::kF32, FloatMatmul},   {WeightType::kF16, FloatMatmul},
+    {WeightType::kBF16, FloatMatmul},  {WeightType::kQ8_0, QuantMatmul},
+    {WeightType::kQ4_0, QuantMatmul},
+};
+extern constinit const size_t kMatmulCount = sizeof(kMatmuls) / sizeof(kMatmuls[0]);
 
-}  // namespace daisy::kernels
+}  // namespace daisy::kernels::ref

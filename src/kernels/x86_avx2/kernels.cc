@@ -10,6 +10,8 @@
 
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
+#include "kernels/quant/q4_0.h"
+#include "kernels/quant/q8_0.h"
 
 namespace daisy::kernels::avx2 {
 namespace {
@@ -33,7 +35,7 @@ template <WeightType kType, int kRX>
 void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, size_t y_stride,
                int r0, int64_t o_begin, int64_t o_end) {
   const int64_t nb = w.cols / kQBlock;
-  constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? 256 : 512;
+  constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? kQ4_0GroupBlockBytes : kQ8_0GroupBlockBytes;
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + g * nb * kGroupBlockBytes;
   const uint16_t* ws = w.scales + g * nb * kRowGroup;
   const __m256i mask = _mm256_set1_epi8(0x0f);
@@ -118,7 +120,7 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
   constexpr int kMaxRX = 3;
   // Row groups in blocks of about 256 KiB of weights, which stay in L2 while every activation
   // row passes over them: a long prompt reads each weight from memory once.
-  constexpr int64_t kGroupBytes = (kType == WeightType::kQ4_0 ? 256 : 512) + 32;
+  constexpr int64_t kGroupBytes = (kType == WeightType::kQ4_0 ? kQ4_0GroupBlockBytes : kQ8_0GroupBlockBytes) + 32;
   const int64_t per_block =
       std::max<int64_t>(1, (256 << 10) / (kGroupBytes * (w.cols / kQBlock)));
   for (int64_t gb = g_begin; gb < g_end; gb += per_block) {
@@ -202,34 +204,13 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
   }
 }
 
-float Dot(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  float sum = HorizontalSum(acc);
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-void Axpy(float a, const float* x, float* y, int64_t n) {
-  const __m256 av = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  }
-  for (; i < n; ++i) y[i] += a * x[i];
-}
-
 }  // namespace
 
-const KernelTable& Table() {
-  static const KernelTable table = {
-      "avx2",
-      {FMatmul<WeightType::kF32>, FMatmul<WeightType::kF16>, FMatmul<WeightType::kBF16>,
-       QMatmul<WeightType::kQ8_0>, QMatmul<WeightType::kQ4_0>},
-      Dot,
-      Axpy};
-  return table;
-}
+extern constinit const MatmulKernel kMatmuls[] = {
+    {WeightType::kF32, FMatmul<WeightType::kF32>},   {WeightType::kF16, FMatmul<WeightType::kF16>},
+    {WeightType::kBF16, FMatmul<WeightType::kBF16>}, {WeightType::kQ8_0, QMatmul<WeightType::kQ8_0>},
+    {WeightType::kQ4_0, QMatmul<WeightType::kQ4_0>},
+};
+extern constinit const size_t kMatmulCount = sizeof(kMatmuls) / sizeof(kMatmuls[0]);
 
 }  // namespace daisy::kernels::avx2

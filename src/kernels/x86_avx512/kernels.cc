@@ -17,6 +17,8 @@
 
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
+#include "kernels/quant/q4_0.h"
+#include "kernels/quant/q8_0.h"
 
 namespace daisy::kernels::avx512 {
 namespace {
@@ -31,7 +33,7 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
                int r0, int64_t o_begin, int64_t o_end) {
   const int64_t nb = w.cols / kQBlock;
   constexpr int kOffset = kType == WeightType::kQ4_0 ? 8 : 128;
-  constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? 256 : 512;
+  constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? kQ4_0GroupBlockBytes : kQ8_0GroupBlockBytes;
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + g * nb * kGroupBlockBytes;
   const uint16_t* ws = w.scales + g * nb * kRowGroup;
   const __m512i mask = _mm512_set1_epi8(0x0f);
@@ -100,7 +102,7 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
   const int passes = (n_rows + kMaxRX - 1) / kMaxRX;
   // Row groups in blocks of about 256 KiB of weights, which stay in L2 while every activation
   // row passes over them: a long prompt reads each weight from memory once.
-  constexpr int64_t kGroupBytes = (kType == WeightType::kQ4_0 ? 256 : 512) + 32;
+  constexpr int64_t kGroupBytes = (kType == WeightType::kQ4_0 ? kQ4_0GroupBlockBytes : kQ8_0GroupBlockBytes) + 32;
   const int64_t per_block =
       std::max<int64_t>(1, (256 << 10) / (kGroupBytes * (w.cols / kQBlock)));
   for (int64_t gb = g_begin; gb < g_end; gb += per_block) {
@@ -196,41 +198,13 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
   }
 }
 
-float Dot(const float* a, const float* b, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
-}
-
-void Axpy(float a, const float* x, float* y, int64_t n) {
-  const __m512 av = _mm512_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-  }
-  if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m,
-                          _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i),
-                                          _mm512_maskz_loadu_ps(m, y + i)));
-  }
-}
-
 }  // namespace
 
-const KernelTable& Table() {
-  static const KernelTable table = {
-      "avx512",
-      {FMatmul<WeightType::kF32>, FMatmul<WeightType::kF16>, FMatmul<WeightType::kBF16>,
-       QMatmul<WeightType::kQ8_0>, QMatmul<WeightType::kQ4_0>},
-      Dot,
-      Axpy};
-  return table;
-}
+extern constinit const MatmulKernel kMatmuls[] = {
+    {WeightType::kF32, FMatmul<WeightType::kF32>},   {WeightType::kF16, FMatmul<WeightType::kF16>},
+    {WeightType::kBF16, FMatmul<WeightType::kBF16>}, {WeightType::kQ8_0, QMatmul<WeightType::kQ8_0>},
+    {WeightType::kQ4_0, QMatmul<WeightType::kQ4_0>},
+};
+extern constinit const size_t kMatmulCount = sizeof(kMatmuls) / sizeof(kMatmuls[0]);
 
 }  // namespace daisy::kernels::avx512

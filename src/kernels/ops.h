@@ -1,0 +1,67 @@
+// The element-wise work of a transformer layer, per row (or per row and KV head): RMS norm,
+// rotary embeddings, the gated activation, the residual add, and attention over one sequence's
+// KV history. Each op has a scalar reference (ref/ops.cc) and SIMD versions (x86_*/ops.cc) in
+// the kernel tables (kernel_table.h). Math only: a caller (runtime::Stage) splits rows over its
+// threads and hands each call one row's spans.
+//
+// Exactness: rms_norm, rope, silu_mul and add give the scalar reference's bits in every table
+// (tests compare them with memcmp): the same operations in the same order per element,
+// vectorised only where that holds. Sums that ggml takes in double (norm squares, softmax
+// denominators) stay sequential, and exp is libm's. The ISA files are compiled with
+// -ffp-contract=off so the compiler fuses nothing the reference does not. dot, axpy and so
+// attention sum in SIMD lanes with fused multiply-adds: like the matrix kernels they differ from
+// the reference in rounding only (within a tested tolerance), and like them their bits for a
+// row never depend on other rows.
+#pragma once
+
+#include <cstdint>
+
+namespace daisy::kernels {
+
+// How RoPE pairs the elements of a head (llama.cpp's rope types): kNorm rotates (2i, 2i+1)
+// (Llama), kNeox rotates (i, i + head_dim / 2) (GPT-NeoX, Qwen, Gemma, Phi-3).
+enum class RopeMode : uint8_t { kNorm = 0, kNeox = 1 };
+
+// The rotation of pair i at position `pos`: cs[2i] = cos(a_i), cs[2i+1] = sin(a_i) with
+// a_i = pos * theta^(-2i / head_dim) / factor_i for i < head_dim / 2 (factors: Llama 3.1's
+// rope_freqs, or null for none), the power built by repeated multiplication as ggml does.
+// Scalar code shared by every table: a forward computes each row's angles once and every layer
+// and head reuses them.
+void RopeAngles(int32_t pos, int head_dim, float theta, const float* factors, float* cs);
+
+// One (row, KV head) of attention: the `group` query heads that share a KV head attend to the
+// positions [begin, end) of their sequence. Per head h of the group:
+//   s_t = dot(q_h, k_t) * scale;  p_t = exp(s_t - max s) / sum p (the sum in double)
+//   out_h = sum_t p_t v_t  (accumulated in t order)
+// Each key and value is read once for the whole group.
+inline constexpr int kMaxAttentionGroup = 128;  // query heads per KV head, at most
+struct AttentionArgs {
+  const float* q = nullptr;  // [group][head_dim]
+  float* out = nullptr;      // [group][head_dim]
+  int group = 1;
+  int head_dim = 0;
+  const float* keys = nullptr;    // key of position t at keys + t * kv_stride
+  const float* values = nullptr;  // value of position t at values + t * kv_stride
+  int64_t kv_stride = 0;
+  int32_t begin = 0, end = 0;
+  float scale = 1.0f;
+  float* scores = nullptr;  // scratch: group * (end - begin) floats
+};
+
+struct OpKernels {
+  // y = x / sqrt(mean(x^2) + eps) * w over d elements (squares summed in double, as ggml).
+  void (*rms_norm)(const float* x, const float* w, int64_t d, float eps, float* y);
+  // Rotates n_heads heads of head_dim floats at v (heads adjacent) in place by the angles cs of
+  // RopeAngles.
+  void (*rope)(float* v, int n_heads, int head_dim, const float* cs, RopeMode mode);
+  // gate[i] = silu(gate[i]) * up[i]
+  void (*silu_mul)(float* gate, const float* up, int64_t n);
+  // y[i] += x[i]
+  void (*add)(float* y, const float* x, int64_t n);
+  float (*dot)(const float* a, const float* b, int64_t n);
+  // y[i] += a * x[i]
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  void (*attention)(const AttentionArgs& args);
+};
+
+}  // namespace daisy::kernels

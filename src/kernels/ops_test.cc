@@ -1,0 +1,222 @@
+// The element-wise ops (ops.h): the scalar reference against formulas computed in double, and
+// every kernel table against the reference — bit for bit for rms_norm, rope, silu_mul and add,
+// within rounding for attention (dot and axpy sum in SIMD lanes). Tests of a table this host
+// cannot run are skipped, naming it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/ops.h"
+
+namespace daisy::kernels {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void ExpectBits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0) << what << " at " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+const OpKernels& Ref() { return ScalarKernels().ops; }
+
+TEST(Ops, RmsNormReference) {
+  for (int64_t d : {1, 7, 64, 100}) {
+    const auto x = Random(d, 1), w = Random(d, 2);
+    std::vector<float> y(d);
+    Ref().rms_norm(x.data(), w.data(), d, 1e-5f, y.data());
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double scale = 1 / std::sqrt(ss / d + 1e-5);
+    for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(y[i], x[i] * scale * w[i], 1e-5 * (1 + std::fabs(y[i])));
+  }
+}
+
+TEST(Ops, RopeAnglesAndRotation) {
+  const int hd = 16;
+  std::vector<float> cs(hd), factors(hd / 2);
+  for (int i = 0; i < hd / 2; ++i) factors[i] = 1.0f + i;
+  RopeAngles(37, hd, 10000.f, factors.data(), cs.data());
+  for (int i = 0; i < hd / 2; ++i) {
+    const double a = 37.0 * std::pow(10000.0, -2.0 * i / hd) / factors[i];
+    EXPECT_NEAR(cs[2 * i], std::cos(a), 1e-5) << i;
+    EXPECT_NEAR(cs[2 * i + 1], std::sin(a), 1e-5) << i;
+  }
+  // kNorm turns (2i, 2i+1), kNeox (i, i + hd/2): both are the rotation by angle i.
+  for (RopeMode mode : {RopeMode::kNorm, RopeMode::kNeox}) {
+    const auto x = Random(2 * hd, 3);
+    std::vector<float> y = x;
+    Ref().rope(y.data(), 2, hd, cs.data(), mode);
+    for (int h = 0; h < 2; ++h) {
+      for (int i = 0; i < hd / 2; ++i) {
+        const int a = h * hd + (mode == RopeMode::kNorm ? 2 * i : i);
+        const int b = h * hd + (mode == RopeMode::kNorm ? 2 * i + 1 : i + hd / 2);
+        const double c = cs[2 * i], s = cs[2 * i + 1];
+        EXPECT_NEAR(y[a], x[a] * c - x[b] * s, 1e-5);
+        EXPECT_NEAR(y[b], x[a] * s + x[b] * c, 1e-5);
+      }
+    }
+  }
+}
+
+TEST(Ops, SiluMulReference) {
+  auto g = Random(50, 4, 4.f);
+  const auto u = Random(50, 5);
+  const auto g0 = g;
+  Ref().silu_mul(g.data(), u.data(), 50);
+  for (int i = 0; i < 50; ++i) EXPECT_NEAR(g[i], g0[i] / (1 + std::exp(-double(g0[i]))) * u[i], 1e-5 * (1 + std::fabs(g[i])));
+}
+
+// Attention in double, head by head: the oracle for the reference.
+std::vector<double> NaiveAttention(const AttentionArgs& a) {
+  std::vector<double> out(a.group * a.head_dim, 0.0);
+  for (int g = 0; g < a.group; ++g) {
+    std::vector<double> s;
+    double max = -1e300;
+    for (int t = a.begin; t < a.end; ++t) {
+      double d = 0;
+      for (int i = 0; i < a.head_dim; ++i) d += double(a.q[g * a.head_dim + i]) * a.keys[t * a.kv_stride + i];
+      s.push_back(d * a.scale);
+      max = std::max(max, s.back());
+    }
+    double z = 0;
+    for (double& v : s) z += (v = std::exp(v - max));
+    for (int t = a.begin; t < a.end; ++t) {
+      for (int i = 0; i < a.head_dim; ++i) out[g * a.head_dim + i] += s[t - a.begin] / z * a.values[t * a.kv_stride + i];
+    }
+  }
+  return out;
+}
+
+struct AttentionCase {
+  int group, head_dim, begin, end;
+};
+
+// Runs `ops.attention` on a fixed random sequence: keys and values of 2 KV heads per position,
+// the case's head at the second.
+std::vector<float> RunAttention(const OpKernels& ops, const AttentionCase& c, std::vector<double>* naive = nullptr) {
+  const int64_t stride = 2 * c.head_dim;
+  const auto keys = Random(c.end * stride, 6), values = Random(c.end * stride, 7), q = Random(c.group * c.head_dim, 8);
+  std::vector<float> out(c.group * c.head_dim, -1.f), scores(c.group * (c.end - c.begin));
+  AttentionArgs a;
+  a.q = q.data();
+  a.out = out.data();
+  a.group = c.group;
+  a.head_dim = c.head_dim;
+  a.keys = keys.data() + c.head_dim;
+  a.values = values.data() + c.head_dim;
+  a.kv_stride = stride;
+  a.begin = c.begin;
+  a.end = c.end;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  a.scores = scores.data();
+  ops.attention(a);
+  if (naive != nullptr) *naive = NaiveAttention(a);
+  return out;
+}
+
+const AttentionCase kAttentionCases[] = {{1, 16, 0, 1}, {1, 64, 0, 37}, {4, 32, 0, 20}, {8, 128, 5, 70}, {3, 24, 2, 9}};
+
+TEST(Ops, AttentionReference) {
+  for (const AttentionCase& c : kAttentionCases) {
+    std::vector<double> want;
+    const std::vector<float> got = RunAttention(Ref(), c, &want);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << c.group << "x" << c.head_dim << " at " << i;
+  }
+}
+
+// A group's heads read each KV position once; the bits are those of each head on its own.
+TEST(Ops, AttentionGroupsGiveEachHeadsOwnBits) {
+  for (const KernelTable* t : AllSupportedKernels()) {
+    const AttentionCase c{4, 32, 3, 40};
+    const std::vector<float> grouped = RunAttention(t->ops, c);
+    const int64_t stride = 2 * c.head_dim;
+    const auto keys = Random(c.end * stride, 6), values = Random(c.end * stride, 7), q = Random(c.group * c.head_dim, 8);
+    for (int g = 0; g < c.group; ++g) {
+      std::vector<float> out(c.head_dim), scores(c.end - c.begin);
+      AttentionArgs a;
+      a.q = q.data() + g * c.head_dim;
+      a.out = out.data();
+      a.head_dim = c.head_dim;
+      a.keys = keys.data() + c.head_dim;
+      a.values = values.data() + c.head_dim;
+      a.kv_stride = stride;
+      a.begin = c.begin;
+      a.end = c.end;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      a.scores = scores.data();
+      t->ops.attention(a);
+      ExpectBits(std::vector<float>(grouped.begin() + g * c.head_dim, grouped.begin() + (g + 1) * c.head_dim), out,
+                 std::string(t->name) + " head " + std::to_string(g));
+    }
+  }
+}
+
+class OpsTable : public ::testing::TestWithParam<std::string> {
+ protected:
+  const KernelTable* table = nullptr;
+  void SetUp() override {
+    table = FindKernels(GetParam().c_str());
+    if (table == nullptr) GTEST_SKIP() << "this host lacks " << GetParam() << ": its ops were not run";
+  }
+};
+
+TEST_P(OpsTable, RmsNormRopeSiluAddGiveTheReferenceBits) {
+  for (int64_t d : {1, 5, 16, 17, 64, 100, 4099}) {
+    const auto x = Random(d, 10 + d, 3.f), w = Random(d, 20 + d);
+    std::vector<float> a(d), b(d);
+    Ref().rms_norm(x.data(), w.data(), d, 1e-6f, a.data());
+    table->ops.rms_norm(x.data(), w.data(), d, 1e-6f, b.data());
+    ExpectBits(a, b, "rms_norm " + std::to_string(d));
+    std::vector<float> g1 = x, g2 = x;
+    Ref().silu_mul(g1.data(), w.data(), d);
+    table->ops.silu_mul(g2.data(), w.data(), d);
+    ExpectBits(g1, g2, "silu_mul " + std::to_string(d));
+    std::vector<float> y1 = w, y2 = w;
+    Ref().add(y1.data(), x.data(), d);
+    table->ops.add(y2.data(), x.data(), d);
+    ExpectBits(y1, y2, "add " + std::to_string(d));
+  }
+  for (int hd : {2, 6, 16, 24, 32, 64, 80, 128, 256}) {
+    std::vector<float> cs(hd);
+    RopeAngles(1234, hd, 500000.f, nullptr, cs.data());
+    for (RopeMode mode : {RopeMode::kNorm, RopeMode::kNeox}) {
+      std::vector<float> v1 = Random(3 * hd, hd, 2.f), v2 = v1;
+      Ref().rope(v1.data(), 3, hd, cs.data(), mode);
+      table->ops.rope(v2.data(), 3, hd, cs.data(), mode);
+      ExpectBits(v1, v2, "rope hd " + std::to_string(hd) + (mode == RopeMode::kNorm ? " norm" : " neox"));
+    }
+  }
+}
+
+TEST_P(OpsTable, AttentionMatchesTheReference) {
+  for (const AttentionCase& c : kAttentionCases) {
+    const std::vector<float> want = RunAttention(Ref(), c), got = RunAttention(table->ops, c);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6 * std::sqrt(c.end)) << table->name << " at " << i;
+  }
+}
+
+std::vector<std::string> TableNames() {
+  std::vector<std::string> names;
+  for (const KernelSet& s : AllKernelSets()) names.push_back(s.isa);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsTable, ::testing::ValuesIn(TableNames()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace daisy::kernels

@@ -1,0 +1,135 @@
+// AVX2 + FMA element-wise ops (ops.h). Compiled with -ffp-contract=off: rms_norm, rope,
+// silu_mul and add give the scalar reference's bits (same operations per element, in the same
+// order); dot and axpy use fused multiply-adds where they say so.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/attention_impl.h"
+#include "kernels/kernel_table.h"
+
+namespace daisy::kernels::avx2 {
+namespace {
+
+inline float HorizontalSum(__m256 v) {
+  const __m128 lo = _mm256_castps256_ps128(v);
+  const __m128 hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+void RmsNorm(const float* x, const float* w, int64_t d, float eps, float* y) {
+  // The squares in SIMD, their sum in double and in order (as the reference), the scaling in
+  // SIMD: (x * scale) * w, two roundings per element as there.
+  double sum = 0.0;
+  int64_t i = 0;
+  alignas(32) float sq[8];
+  for (; i + 8 <= d; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    _mm256_store_ps(sq, _mm256_mul_ps(v, v));
+    for (float s : sq) sum += static_cast<double>(s);
+  }
+  for (; i < d; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(d));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  const __m256 sv = _mm256_set1_ps(scale);
+  i = 0;
+  for (; i + 8 <= d; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
+  }
+  for (; i < d; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+void Rope(float* v, int n_heads, int head_dim, const float* cs, RopeMode mode) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* p = v + static_cast<int64_t>(h) * head_dim;
+    int i = 0;
+    if (mode == RopeMode::kNorm) {
+      // Four pairs (x0, x1) at a time against (c, s): even lanes x0*c - x1*s, odd lanes
+      // x1*c + x0*s (addsub subtracts in even lanes, adds in odd ones).
+      for (; i + 4 <= half; i += 4) {
+        const __m256 x = _mm256_loadu_ps(p + 2 * i);
+        const __m256 t = _mm256_loadu_ps(cs + 2 * i);
+        const __m256 c = _mm256_moveldup_ps(t);  // c c c' c' ...
+        const __m256 s = _mm256_movehdup_ps(t);  // s s s' s' ...
+        const __m256 swapped = _mm256_permute_ps(x, 0xb1);  // x1 x0 ...
+        _mm256_storeu_ps(p + 2 * i, _mm256_addsub_ps(_mm256_mul_ps(x, c), _mm256_mul_ps(swapped, s)));
+      }
+      for (; i < half; ++i) {
+        const float x0 = p[2 * i], x1 = p[2 * i + 1], c = cs[2 * i], s = cs[2 * i + 1];
+        p[2 * i] = x0 * c - x1 * s;
+        p[2 * i + 1] = x0 * s + x1 * c;
+      }
+      continue;
+    }
+    // kNeox: eight rotations at a time; the (c, s) pairs split into a c vector and an s vector.
+    for (; i + 8 <= half; i += 8) {
+      const __m256 a = _mm256_loadu_ps(cs + 2 * i), b = _mm256_loadu_ps(cs + 2 * i + 8);
+      const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+      const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+      const __m256 x0 = _mm256_loadu_ps(p + i), x1 = _mm256_loadu_ps(p + i + half);
+      _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));
+      _mm256_storeu_ps(p + i + half, _mm256_add_ps(_mm256_mul_ps(x0, s), _mm256_mul_ps(x1, c)));
+    }
+    for (; i < half; ++i) {
+      const float x0 = p[i], x1 = p[i + half], c = cs[2 * i], s = cs[2 * i + 1];
+      p[i] = x0 * c - x1 * s;
+      p[i + half] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  // exp stays libm's (a vectorised exp would round differently from the reference); the
+  // division and the product run eight at a time.
+  alignas(32) float e[8];
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) e[j] = std::exp(-gate[i + j]);
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, _mm256_load_ps(e)));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = (g / (1.0f + std::exp(-g))) * up[i];
+  }
+}
+
+void Add(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  float sum = HorizontalSum(acc);
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void Axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
+void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy>(args); }
+
+}  // namespace
+
+extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, Add, Dot, Axpy, Attention};
+
+}  // namespace daisy::kernels::avx2

@@ -1,0 +1,140 @@
+// AVX-512 element-wise ops (ops.h). Compiled with -ffp-contract=off: rms_norm, rope, silu_mul
+// and add give the scalar reference's bits (same operations per element, in the same order);
+// dot and axpy use fused multiply-adds where they say so.
+// g++ 12's AVX-512 headers build some results from _mm*_undefined_*() and then warn that the
+// value is used uninitialised (a known false positive); our code never reads undefined lanes.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/attention_impl.h"
+#include "kernels/kernel_table.h"
+
+namespace daisy::kernels::avx512 {
+namespace {
+
+inline __mmask16 Tail(int64_t left) { return static_cast<__mmask16>((1u << left) - 1); }
+
+void RmsNorm(const float* x, const float* w, int64_t d, float eps, float* y) {
+  // The squares in SIMD, their sum in double and in order (as the reference), the scaling in
+  // SIMD: (x * scale) * w, two roundings per element as there.
+  double sum = 0.0;
+  int64_t i = 0;
+  alignas(64) float sq[16];
+  for (; i + 16 <= d; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    _mm512_store_ps(sq, _mm512_mul_ps(v, v));
+    for (float s : sq) sum += static_cast<double>(s);
+  }
+  for (; i < d; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(d));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  const __m512 sv = _mm512_set1_ps(scale);
+  for (i = 0; i < d; i += 16) {
+    const __mmask16 m = d - i >= 16 ? static_cast<__mmask16>(0xffff) : Tail(d - i);
+    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv), _mm512_maskz_loadu_ps(m, w + i));
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+
+void Rope(float* v, int n_heads, int head_dim, const float* cs, RopeMode mode) {
+  const int half = head_dim / 2;
+  // Negates the even lanes: x*c + (-(x1*s)) is x*c - x1*s to the bit.
+  const __m512 even_sign = _mm512_castsi512_ps(_mm512_set4_epi32(0, INT32_MIN, 0, INT32_MIN));
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int h = 0; h < n_heads; ++h) {
+    float* p = v + static_cast<int64_t>(h) * head_dim;
+    int i = 0;
+    if (mode == RopeMode::kNorm) {
+      // Eight pairs (x0, x1) at a time: even lanes x0*c - x1*s, odd lanes x1*c + x0*s.
+      for (; i + 8 <= half; i += 8) {
+        const __m512 x = _mm512_loadu_ps(p + 2 * i);
+        const __m512 t = _mm512_loadu_ps(cs + 2 * i);
+        const __m512 c = _mm512_moveldup_ps(t);
+        const __m512 s = _mm512_movehdup_ps(t);
+        const __m512 rot = _mm512_xor_ps(_mm512_mul_ps(_mm512_permute_ps(x, 0xb1), s), even_sign);
+        _mm512_storeu_ps(p + 2 * i, _mm512_add_ps(_mm512_mul_ps(x, c), rot));
+      }
+      for (; i < half; ++i) {
+        const float x0 = p[2 * i], x1 = p[2 * i + 1], c = cs[2 * i], s = cs[2 * i + 1];
+        p[2 * i] = x0 * c - x1 * s;
+        p[2 * i + 1] = x0 * s + x1 * c;
+      }
+      continue;
+    }
+    // kNeox: sixteen rotations at a time; the (c, s) pairs split into a c and an s vector.
+    for (; i + 16 <= half; i += 16) {
+      const __m512 a = _mm512_loadu_ps(cs + 2 * i), b = _mm512_loadu_ps(cs + 2 * i + 16);
+      const __m512 c = _mm512_permutex2var_ps(a, even, b);
+      const __m512 s = _mm512_permutex2var_ps(a, odd, b);
+      const __m512 x0 = _mm512_loadu_ps(p + i), x1 = _mm512_loadu_ps(p + i + half);
+      _mm512_storeu_ps(p + i, _mm512_sub_ps(_mm512_mul_ps(x0, c), _mm512_mul_ps(x1, s)));
+      _mm512_storeu_ps(p + i + half, _mm512_add_ps(_mm512_mul_ps(x0, s), _mm512_mul_ps(x1, c)));
+    }
+    for (; i < half; ++i) {
+      const float x0 = p[i], x1 = p[i + half], c = cs[2 * i], s = cs[2 * i + 1];
+      p[i] = x0 * c - x1 * s;
+      p[i + half] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  // exp stays libm's (a vectorised exp would round differently from the reference); the
+  // division and the product run sixteen at a time.
+  alignas(64) float e[16];
+  const __m512 one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) e[j] = std::exp(-gate[i + j]);
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, _mm512_load_ps(e)));
+    _mm512_storeu_ps(gate + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = (g / (1.0f + std::exp(-g))) * up[i];
+  }
+}
+
+void Add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : Tail(n - i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+  if (i < n) {
+    const __mmask16 m = Tail(n - i);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+void Axpy(float a, const float* x, float* y, int64_t n) {
+  const __m512 av = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = Tail(n - i);
+    _mm512_mask_storeu_ps(y + i, m,
+                          _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy>(args); }
+
+}  // namespace
+
+extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, Add, Dot, Axpy, Attention};
+
+}  // namespace daisy::kernels::avx512
