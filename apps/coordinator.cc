@@ -61,7 +61,7 @@ Result<Loaded> Load(const CoordinatorFlags& f) {
   l.pool = std::make_unique<runtime::ThreadPool>(f.threads);
   std::string path;
   if (!f.model.empty()) {
-    DAISY_ASSIGN_OR_RETURN(l.model, model::LlamaModel::Load(f.model, {.threads = l.pool->size()}));
+    DAISY_ASSIGN_OR_RETURN(l.model, model::Model::Load(f.model, {.threads = l.pool->size()}));
     path = f.model;
   } else {
     for (const std::string& p : f.shards) {
@@ -87,7 +87,7 @@ Result<Loaded> Load(const CoordinatorFlags& f) {
 
 Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags& f, Loaded& l,
                                                          int ctx, int max_seqs) {
-  std::vector<const model::LlamaModel*> models;
+  std::vector<const model::Model*> models;
   std::vector<runtime::StageOptions> options;
   runtime::StageOptions base{.max_batch_rows = std::max(1, f.batch), .seq_capacity = ctx,
                              .max_seqs = max_seqs};

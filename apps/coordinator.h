@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
-#include "model/llama_weights.h"
+#include "model/model.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/speculative.h"
 #include "shard/load.h"
@@ -44,12 +44,12 @@ GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f);
 Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given);
 
 struct Loaded {
-  std::unique_ptr<model::LlamaModel> model;  // -m
+  std::unique_ptr<model::Model> model;  // -m
   std::vector<shard::Shard> shards;          // --shard
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
   std::unique_ptr<runtime::ThreadPool> pool;
   const kernels::KernelTable* kernels = nullptr;
-  const model::LlamaModel& first() const { return model ? *model : *shards.front().model; }
+  const model::Model& first() const { return model ? *model : *shards.front().model; }
   // A name for the model: general.name, else the file name.
   std::string name;
 };

@@ -1,4 +1,4 @@
-// daisy gen-model: synthetic Llama GGUF files.
+// daisy gen-model: synthetic model GGUF files (Llama architecture).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include "base/strings.h"
 #include "gguf/types.h"
 #include "model/generator.h"
-#include "model/llama_config.h"
+#include "model/config.h"
 #include "tokenizer/hf_import.h"
 
 namespace daisy::apps {
@@ -19,7 +19,7 @@ namespace {
 
 struct GenModelFlags {
   std::string shape = "tiny";
-  int layers = 0, d_model = 0, heads = 0, kv_heads = 0, d_ff = 0, context = 0, vocab = 0;
+  int layers = 0, d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, d_ff = 0, context = 0, vocab = 0;
   std::string type = "f32";
   std::string tokenizer_json;
   std::string pre;
@@ -38,15 +38,15 @@ struct GenModelFlags {
 int Run(const GenModelFlags& f) {
   auto shape = model::FindShape(f.shape);
   if (!shape.ok()) return Fail(shape.status().message());
-  model::LlamaConfig config = shape->config;
+  model::ModelConfig config = shape->config;
   if (f.layers > 0) config.n_layers = f.layers;
   if (f.d_model > 0) config.d_model = f.d_model;
   if (f.heads > 0) config.n_heads = f.heads;
   if (f.kv_heads > 0) config.n_kv_heads = f.kv_heads;
   if (f.d_ff > 0) config.d_ff = f.d_ff;
   if (f.context > 0) config.context_length = f.context;
-  config.head_dim = config.n_heads > 0 ? config.d_model / config.n_heads : 0;
-  if (config.n_heads > 0 && config.d_model % config.n_heads != 0) {
+  config.head_dim = f.head_dim > 0 ? f.head_dim : config.n_heads > 0 ? config.d_model / config.n_heads : 0;
+  if (f.head_dim == 0 && config.n_heads > 0 && config.d_model % config.n_heads != 0) {
     return Fail(StrFormat("d_model %d is not a multiple of %d heads", config.d_model,
                           config.n_heads));
   }
@@ -161,6 +161,9 @@ Runner AddGenModel(CLI::App& app) {
   app.add_option("--d-model", f->d_model, "Embedding width (default: the shape's)");
   app.add_option("--heads", f->heads, "Attention heads");
   app.add_option("--kv-heads", f->kv_heads, "Key/value heads (grouped-query attention)");
+  app.add_option("--head-dim", f->head_dim,
+                 "Values per attention head (default: d_model / heads; otherwise written as "
+                 "attention.key_length, as Qwen3 and Gemma files have it)");
   app.add_option("--d-ff", f->d_ff, "Feed-forward width");
   app.add_option("--context", f->context, "Context length written to the file");
   app.add_option("--vocab", f->vocab,

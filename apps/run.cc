@@ -11,7 +11,7 @@
 #include "base/memory_stats.h"
 #include "base/strings.h"
 #include "kernels/kernel_table.h"
-#include "model/llama_weights.h"
+#include "model/model.h"
 #include "pipeline/cluster.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/speculative.h"

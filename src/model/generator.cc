@@ -83,7 +83,7 @@ void Encode(TensorType type, const float* x, int64_t rows, int64_t cols, std::ve
 }
 
 std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
-  const LlamaConfig& c = o.config;
+  const ModelConfig& c = o.config;
   const TensorType w = o.type;
   const float d = static_cast<float>(c.d_model);
   const float q_dim = static_cast<float>(c.n_heads * c.head_dim);
@@ -130,33 +130,26 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
 }
 
 void AddHyperParameters(const GenerateOptions& o, int n_vocab, gguf::Writer& w) {
-  const LlamaConfig& c = o.config;
-  w.AddString("general.architecture", "llama");
+  const ModelConfig& c = o.config;
+  w.AddString("general.architecture", c.arch);
   w.AddString("general.name", o.name);
   w.AddUint32("general.file_type", FileType(o.type));
   w.AddUint32("general.quantization_version", 2);
   w.AddUint64("daisy.synthetic.seed", o.seed);
   w.AddFloat32("daisy.synthetic.logit_std", o.logit_std);
-  w.AddUint32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
-  w.AddUint32("llama.context_length", static_cast<uint32_t>(c.context_length));
-  w.AddUint32("llama.embedding_length", static_cast<uint32_t>(c.d_model));
-  w.AddUint32("llama.block_count", static_cast<uint32_t>(c.n_layers));
-  w.AddUint32("llama.feed_forward_length", static_cast<uint32_t>(c.d_ff));
-  w.AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(c.head_dim));
-  w.AddUint32("llama.attention.head_count", static_cast<uint32_t>(c.n_heads));
-  w.AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(c.n_kv_heads));
-  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", c.rms_eps);
-  w.AddFloat32("llama.rope.freq_base", c.rope_theta);
+  ModelConfig described = c;
+  described.n_vocab = n_vocab;
+  const Status family = described.WriteFamilyKeys(w);
+  DAISY_CHECK(family.ok());  // GenerateModel made sure the description is the family's
 }
 
 }  // namespace
 
 bool IsSupportedWeightType(TensorType type) {
-  return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16 ||
-         type == TensorType::kQ8_0 || type == TensorType::kQ4_0;
+  return kernels::FindFormat(static_cast<uint32_t>(type)) != nullptr;
 }
 
-std::vector<float> Llama3RopeFactors(const LlamaConfig& c) {
+std::vector<float> Llama3RopeFactors(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
   const double low_wavelen = s.original_context / s.low_freq_factor;
   const double high_wavelen = s.original_context / s.high_freq_factor;
@@ -194,9 +187,12 @@ Status GenerateModel(const GenerateOptions& options, const tokenizer::VocabData&
     return InvalidArgument("weight type %s is not supported (f32, f16, bf16, q8_0, q4_0)",
                            gguf::Traits(options.type).name);
   }
-  LlamaConfig config = options.config;
+  ModelConfig config = options.config;
   config.n_vocab = static_cast<int>(vocab.tokens.size());
-  DAISY_RETURN_IF_ERROR(config.Validate());
+  if (config.layers.size() != static_cast<size_t>(config.n_layers)) config.layers.clear();
+  DAISY_RETURN_IF_ERROR(config.Resolve());
+  // The file states the model in its family's own keys, so they must be able to say it.
+  DAISY_RETURN_IF_ERROR(config.CheckFamilyKeys());
   const uint32_t block = gguf::Traits(options.type).block_size;
   if (config.d_model % block != 0 || config.d_ff % block != 0 ||
       (config.n_heads * config.head_dim) % block != 0) {

@@ -14,13 +14,13 @@
 
 #include "base/status.h"
 #include "gguf/types.h"
-#include "model/llama_config.h"
+#include "model/config.h"
 #include "tokenizer/vocab.h"
 
 namespace daisy::model {
 
 struct GenerateOptions {
-  LlamaConfig config;          // n_vocab is taken from the vocabulary
+  ModelConfig config;          // n_vocab is taken from the vocabulary
   std::string name = "daisy-synthetic";
   gguf::TensorType type = gguf::TensorType::kF32;  // for 2-D weights; norms are always f32
   uint64_t seed = 0;
@@ -49,6 +49,6 @@ Status GenerateModel(const GenerateOptions& options, const tokenizer::VocabData&
 void PadVocab(tokenizer::VocabData& vocab, int n);
 
 // Llama 3.1 rope frequency factors (rope_freqs.weight), head_dim / 2 values.
-std::vector<float> Llama3RopeFactors(const LlamaConfig& config);
+std::vector<float> Llama3RopeFactors(const ModelConfig& config);
 
 }  // namespace daisy::model

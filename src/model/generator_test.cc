@@ -33,11 +33,11 @@ Result<gguf::Reader> Generate(const std::string& shape, gguf::TensorType type, u
   return gguf::Reader::Open(path);
 }
 
-TEST(GenModel, WritesAReadableLlamaModel) {
+TEST(GenModel, WritesAReadableModel) {
   const auto path = Temp("gen-tiny");
   auto r = Generate("tiny", gguf::TensorType::kQ8_0, 1, path);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  auto config = LlamaConfig::FromGguf(*r);
+  auto config = ModelConfig::FromGguf(*r);
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->d_model, 64);
   EXPECT_EQ(config->n_layers, 2);

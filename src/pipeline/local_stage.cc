@@ -10,7 +10,7 @@ runtime::StageOptions StageOptionsFor(const shard::ShardInfo& info, runtime::Sta
   return base;
 }
 
-LocalStage::LocalStage(const model::LlamaModel& model, const runtime::StageOptions& options,
+LocalStage::LocalStage(const model::Model& model, const runtime::StageOptions& options,
                        const kernels::KernelTable& kernels, runtime::ThreadPool& pool)
     : model_(model), options_(options), kernels_(kernels), pool_(pool) {
   Reset();

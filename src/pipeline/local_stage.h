@@ -18,7 +18,7 @@ runtime::StageOptions StageOptionsFor(const shard::ShardInfo& info, runtime::Sta
 
 class LocalStage {
  public:
-  LocalStage(const model::LlamaModel& model, const runtime::StageOptions& options,
+  LocalStage(const model::Model& model, const runtime::StageOptions& options,
              const kernels::KernelTable& kernels, runtime::ThreadPool& pool);
 
   // Runs the rows of `h`. First stage: `tokens` has one id per row; else `hidden_in` holds
@@ -34,7 +34,7 @@ class LocalStage {
   const runtime::Stage& stage() const { return *stage_; }
 
  private:
-  const model::LlamaModel& model_;
+  const model::Model& model_;
   runtime::StageOptions options_;
   const kernels::KernelTable& kernels_;
   runtime::ThreadPool& pool_;

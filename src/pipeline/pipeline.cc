@@ -7,7 +7,7 @@
 
 namespace daisy::pipeline {
 
-Pipeline::Pipeline(std::vector<const model::LlamaModel*> models,
+Pipeline::Pipeline(std::vector<const model::Model*> models,
                    std::vector<runtime::StageOptions> options, const kernels::KernelTable& kernels,
                    runtime::ThreadPool& pool, std::unique_ptr<RemoteChain> remote)
     : config_(models.front()->config()), remote_(std::move(remote)) {

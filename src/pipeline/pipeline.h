@@ -21,7 +21,7 @@ class KController;  // speculative.h
 class Pipeline {
  public:
   // `models[i]` runs as in-process stage i with `options[i]`; `remote` (may be null) continues.
-  Pipeline(std::vector<const model::LlamaModel*> models, std::vector<runtime::StageOptions> options,
+  Pipeline(std::vector<const model::Model*> models, std::vector<runtime::StageOptions> options,
            const kernels::KernelTable& kernels, runtime::ThreadPool& pool,
            std::unique_ptr<RemoteChain> remote);
 
@@ -33,13 +33,13 @@ class Pipeline {
   // After a failure: forget every sequence, rebuild the ring.
   Status Recover();
 
-  const model::LlamaConfig& config() const { return config_; }
+  const model::ModelConfig& config() const { return config_; }
   RemoteChain* remote() { return remote_.get(); }
   int n_local() const { return static_cast<int>(local_.size()); }
   uint64_t NextId() { return ++next_id_; }
 
  private:
-  model::LlamaConfig config_;
+  model::ModelConfig config_;
   std::vector<std::unique_ptr<LocalStage>> local_;
   std::unique_ptr<RemoteChain> remote_;
   std::deque<ResultMsg> local_results_;

@@ -78,7 +78,7 @@ Result<std::unique_ptr<Coordinator>> Connect(const std::vector<uint16_t>& ports,
   ro.seq_capacity = 256;
   ro.connect_deadline = transport::Millis(2000);
   DAISY_ASSIGN_OR_RETURN(auto remote, RemoteChain::Connect(ro, {c->s0.info}));
-  c->p = std::make_unique<Pipeline>(std::vector<const model::LlamaModel*>{c->s0.model.get()},
+  c->p = std::make_unique<Pipeline>(std::vector<const model::Model*>{c->s0.model.get()},
                                     std::vector<runtime::StageOptions>{Opts(c->s0.info)},
                                     kernels::BestKernels(), c->pool, std::move(remote));
   return c;
@@ -91,7 +91,7 @@ std::vector<int32_t> Prompt(int n, int salt) {
 }
 
 std::vector<int32_t> Monolithic(const std::vector<int32_t>& prompt, int n) {
-  auto m = model::LlamaModel::Load(TheEnv().model);
+  auto m = model::Model::Load(TheEnv().model);
   runtime::ThreadPool pool(1);
   runtime::StageOptions o;
   o.max_batch_rows = 64;

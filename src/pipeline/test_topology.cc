@@ -48,11 +48,11 @@ void CompileShards(const fs::path& model, const fs::path& out, int stages) {
 
 Topology::Topology(const TopologyOptions& o) {
   runtime::StageOptions base{.max_batch_rows = 64, .seq_capacity = o.capacity, .max_seqs = o.max_seqs};
-  std::vector<const model::LlamaModel*> models;
+  std::vector<const model::Model*> models;
   std::vector<runtime::StageOptions> opts;
   std::unique_ptr<RemoteChain> remote;
   if (o.kind == "whole") {
-    whole = Must(model::LlamaModel::Load(o.model), "loading the model");
+    whole = Must(model::Model::Load(o.model), "loading the model");
     models.push_back(whole.get());
     opts.push_back(base);
   } else {

@@ -38,7 +38,7 @@ struct TopologyOptions {
 
 struct Topology {
   runtime::ThreadPool pool{1};
-  std::unique_ptr<model::LlamaModel> whole;
+  std::unique_ptr<model::Model> whole;
   std::vector<shard::Shard> shards;
   std::unique_ptr<Worker> worker;
   std::unique_ptr<Pipeline> p;

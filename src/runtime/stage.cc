@@ -15,7 +15,11 @@ size_t ActStride(const kernels::WeightMatrix& w) {
 }
 }  // namespace
 
-Stage::Stage(const model::LlamaModel& model, const StageOptions& options,
+float* Stage::RopeTable(size_t base, int64_t row) {
+  return &rope_[(base * options_.max_batch_rows + row) * config_.head_dim];
+}
+
+Stage::Stage(const model::Model& model, const StageOptions& options,
              const kernels::KernelTable& kernels, ThreadPool& pool)
     : config_(model.config()),
       weights_(model.weights()),
@@ -45,7 +49,13 @@ Stage::Stage(const model::LlamaModel& model, const StageOptions& options,
   act_.resize(3 * n * (kernels::ActRowBytes(kernels::WeightType::kF32, widest) + kActAlign) + kActAlign);
   scores_.resize(static_cast<size_t>(pool_.size()) * (config_.n_heads / config_.n_kv_heads) *
                  options_.seq_capacity);
-  rope_.resize(n * config_.head_dim);
+  for (int l = options_.first_layer; l < options_.last_layer; ++l) {
+    const float base = config_.layers[l].rope_theta;
+    const auto it = std::find(rope_bases_.begin(), rope_bases_.end(), base);
+    rope_base_of_.push_back(static_cast<size_t>(it - rope_bases_.begin()));
+    if (it == rope_bases_.end()) rope_bases_.push_back(base);
+  }
+  rope_.resize(rope_bases_.size() * n * config_.head_dim);
 }
 
 Status Stage::Validate(std::span<const BatchRow> rows, std::span<const float> hidden_in,
@@ -114,11 +124,14 @@ Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hid
   } else {
     std::memcpy(x_.data(), hidden_in.data(), n * d * sizeof(float));
   }
-  // Each row's RoPE angles, once for every layer and head of this forward.
+  // Each row's RoPE angles, once for every layer and head of this forward (once per distinct
+  // RoPE base among the stage's layers).
   const int hd = config_.head_dim;
   pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      kernels::RopeAngles(rows[r].pos, hd, config_.rope_theta, weights_.rope_freqs, &rope_[r * hd]);
+    for (size_t t = 0; t < rope_bases_.size(); ++t) {
+      for (int64_t r = b; r < e; ++r) {
+        kernels::RopeAngles(rows[r].pos, hd, rope_bases_[t], weights_.rope_freqs, RopeTable(t, r));
+      }
     }
   });
   for (int l = options_.first_layer; l < options_.last_layer; ++l) Layer(l, rows, n);
@@ -145,7 +158,7 @@ void Stage::Layer(int l, std::span<const BatchRow> rows, int n) {
   // Attention block: x += Wo * Attention(Rope(Wq xn), Rope(Wk xn), Wv xn), xn = RmsNorm(x).
   RmsNorm(x_.data(), w.attn_norm, n, xn_.data());
   Project(xn_.data(), n, {&w.wq, &w.wk, &w.wv}, {q_.data(), k_.data(), v_.data()});
-  Rope(n);
+  Rope(l, n);
   Attention(l, rows, n);
   Project(att_.data(), n, {&w.wo}, {tmp_.data()});
   ops.add(x_.data(), tmp_.data(), n * d);
@@ -219,12 +232,14 @@ void Stage::RmsNorm(const float* x, const float* weight, int n, float* y) {
   });
 }
 
-void Stage::Rope(int n) {
+void Stage::Rope(int l, int n) {
   const int hd = config_.head_dim;
+  const size_t table = rope_base_of_[l - options_.first_layer];
   pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      kernels_.ops.rope(&q_[r * q_dim_], config_.n_heads, hd, &rope_[r * hd], kernels::RopeMode::kNorm);
-      kernels_.ops.rope(&k_[r * kv_dim_], config_.n_kv_heads, hd, &rope_[r * hd], kernels::RopeMode::kNorm);
+      const float* cs = RopeTable(table, r);
+      kernels_.ops.rope(&q_[r * q_dim_], config_.n_heads, hd, cs, config_.rope_mode);
+      kernels_.ops.rope(&k_[r * kv_dim_], config_.n_kv_heads, hd, cs, config_.rope_mode);
     }
   });
 }
@@ -240,6 +255,7 @@ void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
   }
   const int group = config_.n_heads / config_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int32_t window = config_.layers[l].sliding_window;
   const KvCache& kv = kv_;
   // One task per (row, KV head): the group of query heads sharing that KV head reads each of
   // its keys and values once.
@@ -255,8 +271,8 @@ void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
       a.keys = kv.Keys(rows[r].seq, local) + kvh * hd;
       a.values = kv.Values(rows[r].seq, local) + kvh * hd;
       a.kv_stride = kv_dim_;
-      a.begin = 0;
       a.end = rows[r].pos + 1;
+      a.begin = window > 0 ? std::max(0, a.end - window) : 0;
       a.scale = scale;
       a.scores = &scores_[static_cast<size_t>(thread) * group * options_.seq_capacity];
       kernels_.ops.attention(a);

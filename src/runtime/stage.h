@@ -1,8 +1,10 @@
-// Stage: runs a contiguous range of a Llama model's layers for a batch of rows, plus the
-// embeddings (first stage) and the final norm + LM head (last stage). A whole model is the
-// one-stage case. Owns the KV cache of its layers and the activation buffers of its largest
-// batch; borrows the weights, the kernels and the thread pool (they must outlive it).
-// Thread-compatible: one Forward at a time.
+// Stage: runs a contiguous range of a model's layers for a batch of rows, plus the embeddings
+// (first stage) and the final norm + LM head (last stage). A whole model is the one-stage case.
+// It is the recipe: the model's description (model/config.h) says what happens, the kernel
+// table's ops and matrix kernels say how; Layer() reads as the block's steps, one kernel call on
+// named, preallocated buffers each. Owns the KV cache of its layers and the activation buffers
+// of its largest batch; borrows the weights, the kernels and the thread pool (they must outlive
+// it). Thread-compatible: one Forward at a time.
 //
 // Batch invariance: every row's result depends only on its own sequence (token, position and
 // KV history), never on the other rows in the batch, the batch size or the thread count: the
@@ -15,7 +17,7 @@
 
 #include "base/status.h"
 #include "kernels/kernel_table.h"
-#include "model/llama_weights.h"
+#include "model/model.h"
 #include "runtime/kv_cache.h"
 #include "runtime/thread_pool.h"
 
@@ -42,7 +44,7 @@ struct BatchRow {
 
 class Stage {
  public:
-  Stage(const model::LlamaModel& model, const StageOptions& options,
+  Stage(const model::Model& model, const StageOptions& options,
         const kernels::KernelTable& kernels, ThreadPool& pool);
 
   // Runs `rows`. Rows of one sequence must be adjacent with consecutive positions; the first
@@ -57,7 +59,7 @@ class Stage {
   Status Truncate(int32_t seq, int32_t length) { return kv_.Truncate(seq, length); }
   void Release(int32_t seq) { kv_.Release(seq); }
   const KvCache& kv() const { return kv_; }
-  const model::LlamaConfig& config() const { return config_; }
+  const model::ModelConfig& config() const { return config_; }
   const StageOptions& options() const { return options_; }
 
  private:
@@ -72,11 +74,13 @@ class Stage {
   void Project(const float* x, int n, std::initializer_list<const kernels::WeightMatrix*> ws,
                std::initializer_list<float*> ys);
   void RmsNorm(const float* x, const float* weight, int n, float* y);
-  void Rope(int n);  // q_ and k_ of n rows, by rope_
+  void Rope(int layer, int n);  // q_ and k_ of n rows, by the layer's RoPE table
+  // The angles of `row` for the stage's RoPE base number `base` (rope_bases_).
+  float* RopeTable(size_t base, int64_t row);
   void Attention(int layer, std::span<const BatchRow> rows, int n);
 
-  const model::LlamaConfig& config_;
-  const model::LlamaWeights& weights_;
+  const model::ModelConfig& config_;
+  const model::Weights& weights_;
   StageOptions options_;
   const kernels::KernelTable& kernels_;
   ThreadPool& pool_;
@@ -86,7 +90,9 @@ class Stage {
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
   std::vector<uint8_t> act_;           // converted activation rows
   std::vector<float> scores_;          // [threads][group][seq_capacity] attention scratch
-  std::vector<float> rope_;            // [rows][head_dim] cos/sin of this forward's rows
+  std::vector<float> rope_;            // [bases][rows][head_dim] cos/sin of this forward's rows
+  std::vector<float> rope_bases_;      // the distinct RoPE bases of the stage's layers
+  std::vector<size_t> rope_base_of_;   // per stage layer: its index in rope_bases_
 };
 
 }  // namespace daisy::runtime

@@ -21,7 +21,7 @@ namespace {
 
 struct Fixture {
   std::filesystem::path path;
-  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<model::Model> model;
 };
 
 Fixture MakeModel(gguf::TensorType type, int kv_heads = 2) {
@@ -35,7 +35,7 @@ Fixture MakeModel(gguf::TensorType type, int kv_heads = 2) {
   o.type = type;
   o.seed = 99;
   EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), f.path).ok());
-  auto m = model::LlamaModel::Load(f.path);
+  auto m = model::Model::Load(f.path);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   f.model = std::move(m).value();
   std::filesystem::remove(f.path);  // the mapping stays valid

@@ -159,7 +159,7 @@ void ExpectSpeculativeSameAsAlone(const std::string& kind, int micro_batches, bo
   for (const auto& r : requests) want.push_back(Alone(r));
   Topology s(kind);
   runtime::ThreadPool draft_pool(1);
-  auto draft_model = model::LlamaModel::Load(TheEnv().dir / "draft.gguf").value();
+  auto draft_model = model::Model::Load(TheEnv().dir / "draft.gguf").value();
   Pipeline draft({draft_model.get()}, {{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16}},
                  kernels::BestKernels(), draft_pool, nullptr);
   pipeline::ModelDrafter model_drafter(draft);
@@ -212,7 +212,7 @@ class JointDrafter : public pipeline::ModelDrafter {
 void ExpectEachDraftsAsAlone(int server_k, const std::vector<int>& ks) {
   Topology s("whole");
   runtime::ThreadPool draft_pool(1);
-  auto draft_model = model::LlamaModel::Load(TheEnv().dir / "draft.gguf").value();
+  auto draft_model = model::Model::Load(TheEnv().dir / "draft.gguf").value();
   Pipeline draft({draft_model.get()}, {{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16}},
                  kernels::BestKernels(), draft_pool, nullptr);
   JointDrafter drafter(draft);

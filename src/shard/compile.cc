@@ -15,7 +15,8 @@
 #include "base/strings.h"
 #include "gguf/writer.h"
 #include "kernels/weights.h"
-#include "model/llama_config.h"
+#include "model/config.h"
+#include "model/tensors.h"
 
 namespace daisy::shard {
 namespace {
@@ -29,14 +30,7 @@ std::optional<kernels::WeightType> PackedType(gguf::TensorType t) {
   return f->type;
 }
 
-// The layer of a "blk.<L>.…" tensor, or -1 for tensors outside the layers.
-int LayerOf(std::string_view name) {
-  int layer = -1;
-  if (!name.starts_with("blk.") || std::sscanf(std::string(name).c_str(), "blk.%d.", &layer) != 1) {
-    return -1;
-  }
-  return layer;
-}
+using model::LayerOf;
 
 // The bytes a source tensor takes in a shard.
 uint64_t ShardBytes(const gguf::TensorInfo& t) {
@@ -84,7 +78,7 @@ class Compiler {
   Result<CompileReport> Run();
 
  private:
-  Result<std::vector<int>> Plan(const model::LlamaConfig& c);
+  Result<std::vector<int>> Plan(const model::ModelConfig& c);
   std::vector<const gguf::TensorInfo*> StageTensors(int stage, int n_stages,
                                                     std::span<const int> bounds);
   Status WriteStage(int stage, std::span<const int> bounds, const std::filesystem::path& tmp);
@@ -93,14 +87,14 @@ class Compiler {
 
   const CompileOptions& o_;
   gguf::Reader& src_;
-  model::LlamaConfig config_;
+  model::ModelConfig config_;
   std::map<std::string_view, uint64_t> hashes_;  // per source tensor, XXH3-64 of its bytes
   std::optional<Progress> progress_;
   std::vector<uint8_t> chunk_, scales_;
   std::vector<uint64_t> fp_offsets_;  // per stage: where the fingerprint's characters go
 };
 
-Result<std::vector<int>> Compiler::Plan(const model::LlamaConfig& c) {
+Result<std::vector<int>> Compiler::Plan(const model::ModelConfig& c) {
   if (!o_.layer_counts.empty()) {
     if (o_.stages != 0 && o_.stages != static_cast<int>(o_.layer_counts.size())) {
       return InvalidArgument("--stages %d but --layers lists %zu stages", o_.stages,
@@ -229,15 +223,17 @@ Status Compiler::WriteTensor(gguf::Writer& w, const gguf::TensorInfo& t, int sta
 Status Compiler::WriteStage(int stage, std::span<const int> bounds, const std::filesystem::path& tmp) {
   const int n_stages = static_cast<int>(bounds.size()) - 1;
   DAISY_ASSIGN_OR_RETURN(gguf::Writer w, gguf::Writer::Create(tmp, kAlignment));
+  // The source's keys but its family's own (the description says all of it) and the tokenizer
+  // after stage 0.
+  const std::string family = config_.arch + ".";
   for (const gguf::MetadataEntry& e : src_.metadata()) {
-    if (e.key == "general.alignment" || e.key == "llama.vocab_size" ||
-        e.key == model::kTiedEmbeddingsKey || (stage != 0 && e.key.starts_with("tokenizer."))) {
+    if (e.key == "general.alignment" || e.key.starts_with(family) || e.key.starts_with("daisy.model.") ||
+        (stage != 0 && e.key.starts_with("tokenizer."))) {
       continue;
     }
     w.AddValue(e.key, e.value);
   }
-  w.AddUint32("llama.vocab_size", static_cast<uint32_t>(config_.n_vocab));
-  w.AddBool(model::kTiedEmbeddingsKey, config_.tied_embeddings);
+  config_.WriteDescription(w);
   w.AddUint32(kKeyFormatVersion, kFormatVersion);
   w.AddString(kKeyFingerprint, std::string(kFingerprintChars, '0'));  // patched at the end
   w.AddUint32(kKeyStage, static_cast<uint32_t>(stage));
@@ -273,7 +269,9 @@ Result<CompileReport> Compiler::Run() {
     return InvalidArgument("%s is already a daisy shard; compile the original GGUF",
                            src_.name().c_str());
   }
-  DAISY_ASSIGN_OR_RETURN(config_, model::LlamaConfig::FromGguf(src_));
+  DAISY_ASSIGN_OR_RETURN(config_, model::ModelConfig::FromGguf(src_));
+  DAISY_RETURN_IF_ERROR(config_.CheckSupported().With(src_.name()));
+  DAISY_RETURN_IF_ERROR(model::CheckTensorNames(src_, config_));
   DAISY_ASSIGN_OR_RETURN(std::vector<int> bounds, Plan(config_));
   const int n_stages = static_cast<int>(bounds.size()) - 1;
   uint64_t total = 0;

@@ -1,6 +1,7 @@
 #include "shard/format.h"
 
 #include "base/strings.h"
+#include "model/config.h"
 
 namespace daisy::shard {
 namespace {
@@ -48,9 +49,9 @@ Result<ShardInfo> ReadShardInfo(const gguf::Reader& r) {
   DAISY_ASSIGN_OR_RETURN(s.stage, ReadSmall(r, kKeyStage, 4096));
   DAISY_ASSIGN_OR_RETURN(s.first_layer, ReadSmall(r, kKeyFirstLayer, 1 << 20));
   DAISY_ASSIGN_OR_RETURN(s.last_layer, ReadSmall(r, kKeyLastLayer, 1 << 20));
-  DAISY_ASSIGN_OR_RETURN(s.n_layers, ReadSmall(r, "llama.block_count", 1 << 20));
-  DAISY_ASSIGN_OR_RETURN(s.d_model, ReadSmall(r, "llama.embedding_length", 1 << 24));
-  DAISY_ASSIGN_OR_RETURN(s.n_vocab, ReadSmall(r, "llama.vocab_size", 1 << 26));
+  DAISY_ASSIGN_OR_RETURN(s.n_layers, ReadSmall(r, model::DescriptionKey("block_count"), 1 << 20));
+  DAISY_ASSIGN_OR_RETURN(s.d_model, ReadSmall(r, model::DescriptionKey("embedding_length"), 1 << 24));
+  DAISY_ASSIGN_OR_RETURN(s.n_vocab, ReadSmall(r, model::DescriptionKey("vocab_size"), 1 << 26));
   if (s.n_stages < 1 || s.stage >= s.n_stages || s.first_layer >= s.last_layer ||
       s.last_layer > s.n_layers) {
     return DataLoss("%s: inconsistent shard keys (stage %d of %d, layers [%d, %d) of %d)",

@@ -3,7 +3,7 @@
 // stage 0), llama.vocab_size and daisy.tied_embeddings (a shard may hold neither embeddings nor
 // head), and the daisy.shard.* keys below. Tensors: the stage's layers (plus token_embd on stage
 // 0, output_norm and the head on the last stage, rope_freqs on every stage); q8_0/q4_0 matrices
-// already in the kernels' packed layout (model/llama_weights.h), data aligned to 4096 bytes.
+// already in the kernels' packed layout (model/model.h), data aligned to 4096 bytes.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,8 @@
 
 namespace daisy::shard {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// 2: the description replaces the family keys (1: llama.* keys).
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kAlignment = 4096;
 inline constexpr std::string_view kFileSuffix = ".daisy";
 

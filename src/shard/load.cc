@@ -19,7 +19,7 @@ Result<Shard> LoadShard(const std::filesystem::path& path, bool copy_packed) {
   o.embeddings = s.info.embeddings();
   o.head = s.info.head();
   o.copy_packed = copy_packed;
-  DAISY_ASSIGN_OR_RETURN(s.model, model::LlamaModel::Open(std::move(reader), o));
+  DAISY_ASSIGN_OR_RETURN(s.model, model::Model::Open(std::move(reader), o));
   s.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // The kernel may refuse huge pages (THP "never", or memory too fragmented); decode can then be
   // several times slower, which is worth a line rather than a mystery.

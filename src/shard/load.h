@@ -1,19 +1,19 @@
 // Loading a shard: map it, read its daisy.shard keys, bind its tensors (already packed: no
-// per-weight work) as a LlamaModel restricted to the shard's layers.
+// per-weight work) as a Model restricted to the shard's layers.
 #pragma once
 
 #include <filesystem>
 #include <memory>
 
 #include "base/status.h"
-#include "model/llama_weights.h"
+#include "model/model.h"
 #include "shard/format.h"
 
 namespace daisy::shard {
 
 struct Shard {
   ShardInfo info;
-  std::unique_ptr<model::LlamaModel> model;
+  std::unique_ptr<model::Model> model;
   double load_seconds = 0;
 };
 

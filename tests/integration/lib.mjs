@@ -31,9 +31,12 @@ export function harness(name) {
     proc.on("exit", () => children.delete(proc));
     return proc;
   };
-  const run = (args, input) => {
-    const r = spawnSync(daisy, args, {input, encoding: "utf8", maxBuffer: 1 << 28});
-    return {code: r.status, out: r.stdout, err: r.stderr};
+  // Runs daisy to completion, for at most `timeout` ms (then it is killed and the result says
+  // so): a command that should fail but serves instead must not hang the suite.
+  const run = (args, input, timeout = 300000) => {
+    const r = spawnSync(daisy, args, {input, encoding: "utf8", maxBuffer: 1 << 28, timeout, killSignal: "SIGKILL"});
+    const err = r.error?.code === "ETIMEDOUT" ? `${r.stderr}\n[killed after ${timeout} ms]` : r.stderr;
+    return {code: r.status, out: r.stdout, err};
   };
   const must = (args) => {
     const r = run(args);

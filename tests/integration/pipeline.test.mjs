@@ -111,16 +111,18 @@ test("wrong shards are refused with the reason", async () => {
     assert.notEqual(r.code, 0);
     assert.match(r.err, why);
   }
-  // Another format version: the worker refuses to start.
-  const copy = path.join(dir, "v2.daisy");
+  // Another format version (1: shards of daisy before the model description): the worker
+  // refuses to start.
+  const copy = path.join(dir, "v1.daisy");
   const bytes = fs.readFileSync(path.join(dir, "ra", "stage-1.daisy"));
   const key = Buffer.from("daisy.shard.format_version");
   const at = bytes.indexOf(key) + key.length + 4;  // after the key and its value type
-  bytes.writeUInt32LE(2, at);
+  assert.equal(bytes.readUInt32LE(at), 2);
+  bytes.writeUInt32LE(1, at);
   fs.writeFileSync(copy, bytes);
   const r = run(["worker", "--shard", copy, "--listen", "127.0.0.1:0"]);
   assert.notEqual(r.code, 0);
-  assert.match(r.err, /shard format version 2, this daisy reads version 1/);
+  assert.match(r.err, /shard format version 1, this daisy reads version 2; recompile/);
   // A plain GGUF is not a shard.
   const plain = run(["worker", "--shard", a, "--listen", "127.0.0.1:0"]);
   assert.match(plain.err, /is not a daisy shard/);

@@ -1,4 +1,4 @@
-#include "model/llama_weights.h"
+#include "model/model.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -20,7 +20,7 @@ Result<kernels::WeightType> ToWeightType(gguf::TensorType t) {
 
 }  // namespace
 
-Result<kernels::WeightMatrix> LlamaModel::PackedMatrix(const std::string& name, int64_t rows,
+Result<kernels::WeightMatrix> Model::PackedMatrix(const std::string& name, int64_t rows,
                                                        int64_t cols) {
   const char* file = reader_->name().c_str();
   // NAME.<format> (the packed bytes as i8) and NAME.scales (f16), for exactly one packed format.
@@ -56,6 +56,8 @@ Result<kernels::WeightMatrix> LlamaModel::PackedMatrix(const std::string& name, 
                     static_cast<long long>(rows), static_cast<long long>(cols),
                     kernels::WeightTypeName(type));
   }
+  used_.insert(std::string(data->name));
+  used_.insert(std::string(scales->name));
   const uint8_t* src_data = reader_->TensorData(*data).data();
   const uint8_t* src_scales = reader_->TensorData(*scales).data();
   kernels::WeightMatrix m{type, rows, cols, src_data, reinterpret_cast<const uint16_t*>(src_scales)};
@@ -74,7 +76,7 @@ Result<kernels::WeightMatrix> LlamaModel::PackedMatrix(const std::string& name, 
   return m;
 }
 
-Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_t rows,
+Result<kernels::WeightMatrix> Model::Matrix(const std::string& name, int64_t rows,
                                                  int64_t cols) {
   const gguf::TensorInfo* t = reader_->FindTensor(name);
   if (t == nullptr) return PackedMatrix(name, rows, cols);
@@ -86,6 +88,7 @@ Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_
   }
   auto type = ToWeightType(t->type);
   if (!type.ok()) return type.status().With(reader_->name() + ": tensor " + name);
+  used_.insert(name);
   if (cols % kernels::ColsMultiple(*type) != 0) {
     return Unimplemented("%s: tensor %s has rows of %lld, not a multiple of %lld",
                          reader_->name().c_str(), name.c_str(), static_cast<long long>(cols),
@@ -108,7 +111,7 @@ Result<kernels::WeightMatrix> LlamaModel::Matrix(const std::string& name, int64_
   return m;
 }
 
-Result<const float*> LlamaModel::Vector(const std::string& name, int64_t n) {
+Result<const float*> Model::Vector(const std::string& name, int64_t n) {
   const gguf::TensorInfo* t = reader_->FindTensor(name);
   if (t == nullptr) return DataLoss("%s: tensor %s is missing", reader_->name().c_str(), name.c_str());
   if (t->type != gguf::TensorType::kF32 || t->n_elements != static_cast<uint64_t>(n)) {
@@ -116,80 +119,108 @@ Result<const float*> LlamaModel::Vector(const std::string& name, int64_t n) {
                     reader_->name().c_str(), name.c_str(), static_cast<long long>(n),
                     gguf::Traits(t->type).name, static_cast<unsigned long long>(t->n_elements));
   }
+  used_.insert(name);
   // GGUF data offsets are aligned to at least 32 bytes: safe to read as floats.
   return reinterpret_cast<const float*>(reader_->TensorData(*t).data());
 }
 
-size_t LlamaModel::owned_bytes() const {
+size_t Model::owned_bytes() const {
   size_t n = 0;
   for (const AlignedBuffer& b : storage_) n += b.size();
   return n;
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const std::filesystem::path& path,
-                                                     const LoadOptions& options) {
+Result<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& path, const LoadOptions& options) {
   DAISY_ASSIGN_OR_RETURN(gguf::Reader reader, gguf::Reader::Open(path));
   return Open(std::move(reader), options);
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Open(gguf::Reader reader,
-                                                     const LoadOptions& options) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
+Status Model::Bind(const LoadOptions& options, int first, int last) {
+  const ModelConfig& c = config_;
+  Weights& w = weights_;
+  if (options.embeddings || (options.head && c.tied_embeddings)) {
+    DAISY_ASSIGN_OR_RETURN(w.token_embd, Matrix(std::string(kTokenEmbd), c.n_vocab, c.d_model));
+  }
+  if (c.rope_scaling.enabled) {
+    DAISY_ASSIGN_OR_RETURN(w.rope_freqs, Vector(std::string(kRopeFreqs), c.head_dim / 2));
+  }
+  w.layers.resize(c.n_layers);
+  for (int l = first; l < last; ++l) {
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    for (const LayerTensor& t : LayerTensors(c)) {
+      const std::string name = prefix + std::string(t.name);
+      const bool present = reader_->FindTensor(name) != nullptr ||
+                           reader_->FindTensor(name + ".scales") != nullptr;
+      if (!t.required && !present) continue;  // optional and absent: not used
+      if (t.vector != nullptr) {
+        DAISY_ASSIGN_OR_RETURN(w.layers[l].*t.vector, Vector(name, DimValue(c, t.cols)));
+      } else {
+        DAISY_ASSIGN_OR_RETURN(w.layers[l].*t.matrix, Matrix(name, DimValue(c, t.rows), DimValue(c, t.cols)));
+      }
+    }
+  }
+  if (options.head) {
+    DAISY_ASSIGN_OR_RETURN(w.output_norm, Vector(std::string(kOutputNorm), c.d_model));
+    if (c.tied_embeddings) {
+      w.output = w.token_embd;
+    } else {
+      DAISY_ASSIGN_OR_RETURN(w.output, Matrix(std::string(kOutput), c.n_vocab, c.d_model));
+    }
+  }
+  return CheckEveryTensorUsed(first, last);
+}
+
+Status Model::CheckEveryTensorUsed(int first, int last) const {
+  for (const gguf::TensorInfo& t : reader_->tensors()) {
+    const std::string_view name = t.name;
+    const int layer = LayerOf(name);
+    // Another stage's layers, and the embeddings or head when this one does not need them, are
+    // simply not loaded; a tensor of a loaded layer, or one no model has, that nothing took
+    // would be weights the recipe skips.
+    if (layer >= 0 ? layer < first || layer >= last : IsGlobalTensor(name)) continue;
+    if (used_.count(std::string(name)) != 0) continue;
+    // A shard's packed halves (NAME.<format>, NAME.scales) of a global tensor not loaded here.
+    const size_t dot = name.rfind('.');
+    if (layer < 0 && dot != std::string_view::npos && IsGlobalTensor(name.substr(0, dot))) continue;
+    return Unimplemented("%s: tensor %.*s is not one daisy's %s recipe uses (this model's "
+                         "architecture or variant is not supported)", reader_->name().c_str(),
+                         static_cast<int>(name.size()), name.data(), config_.arch.c_str());
+  }
+  return Status::Ok();
+}
+
+void Model::Repack(int threads) {
+  // Quantised tensors, spread over threads by tensor (they are independent).
+  if (threads < 1) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads < 1) threads = 1;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([this, t, threads] {
+      for (size_t i = t; i < pending_.size(); i += threads) {
+        const Pending& p = pending_[i];
+        kernels::PackFromGguf(p.type, p.src, p.rows, p.cols, p.data, p.scales);
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  pending_.clear();
+}
+
+Result<std::unique_ptr<Model>> Model::Open(gguf::Reader reader, const LoadOptions& options) {
+  std::unique_ptr<Model> m(new Model());
   m->copy_packed_ = options.copy_packed;
   m->reader_ = std::make_unique<gguf::Reader>(std::move(reader));
-  DAISY_ASSIGN_OR_RETURN(m->config_, LlamaConfig::FromGguf(*m->reader_));
-  const LlamaConfig& c = m->config_;
+  DAISY_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->reader_));
+  const ModelConfig& c = m->config_;
+  DAISY_RETURN_IF_ERROR(c.CheckSupported().With(m->reader_->name()));
   const int first = options.first_layer;
   const int last = options.last_layer < 0 ? c.n_layers : options.last_layer;
   if (first < 0 || first > last || last > c.n_layers) {
     return InvalidArgument("layer range [%d, %d) is outside the model's %d layers", first, last,
                            c.n_layers);
   }
-  const int64_t d = c.d_model, q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-  LlamaWeights& w = m->weights_;
-  if (options.embeddings || (options.head && c.tied_embeddings)) {
-    DAISY_ASSIGN_OR_RETURN(w.token_embd, m->Matrix("token_embd.weight", c.n_vocab, d));
-  }
-  if (c.rope_scaling.enabled) {
-    DAISY_ASSIGN_OR_RETURN(w.rope_freqs, m->Vector("rope_freqs.weight", c.head_dim / 2));
-  }
-  w.layers.resize(c.n_layers);
-  for (int l = first; l < last; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    LayerWeights& L = w.layers[l];
-    DAISY_ASSIGN_OR_RETURN(L.attn_norm, m->Vector(p + "attn_norm.weight", d));
-    DAISY_ASSIGN_OR_RETURN(L.wq, m->Matrix(p + "attn_q.weight", q_dim, d));
-    DAISY_ASSIGN_OR_RETURN(L.wk, m->Matrix(p + "attn_k.weight", kv_dim, d));
-    DAISY_ASSIGN_OR_RETURN(L.wv, m->Matrix(p + "attn_v.weight", kv_dim, d));
-    DAISY_ASSIGN_OR_RETURN(L.wo, m->Matrix(p + "attn_output.weight", d, q_dim));
-    DAISY_ASSIGN_OR_RETURN(L.ffn_norm, m->Vector(p + "ffn_norm.weight", d));
-    DAISY_ASSIGN_OR_RETURN(L.w_gate, m->Matrix(p + "ffn_gate.weight", c.d_ff, d));
-    DAISY_ASSIGN_OR_RETURN(L.w_up, m->Matrix(p + "ffn_up.weight", c.d_ff, d));
-    DAISY_ASSIGN_OR_RETURN(L.w_down, m->Matrix(p + "ffn_down.weight", d, c.d_ff));
-  }
-  if (options.head) {
-    DAISY_ASSIGN_OR_RETURN(w.output_norm, m->Vector("output_norm.weight", d));
-    if (c.tied_embeddings) {
-      w.output = w.token_embd;
-    } else {
-      DAISY_ASSIGN_OR_RETURN(w.output, m->Matrix("output.weight", c.n_vocab, d));
-    }
-  }
-  // Repack quantised tensors, spread over threads by tensor (they are independent).
-  int threads = options.threads > 0 ? options.threads
-                                    : static_cast<int>(std::thread::hardware_concurrency());
-  if (threads < 1) threads = 1;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      for (size_t i = t; i < m->pending_.size(); i += threads) {
-        const Pending& p = m->pending_[i];
-        kernels::PackFromGguf(p.type, p.src, p.rows, p.cols, p.data, p.scales);
-      }
-    });
-  }
-  for (auto& t : workers) t.join();
-  m->pending_.clear();
+  DAISY_RETURN_IF_ERROR(m->Bind(options, first, last));
+  m->Repack(options.threads);
   // Weights copied out of the file need not stay in the page cache as well (the few tensors
   // still read from the mapping, such as norm vectors, come back on first use).
   if (m->owned_bytes() >= m->reader_->file_size() / 2) m->reader_->DropCachedPages();

@@ -1,0 +1,287 @@
+#include "model/config.h"
+
+#include <cmath>
+
+#include "base/strings.h"
+#include "model/arch.h"
+
+namespace daisy::model {
+namespace {
+
+constexpr uint64_t kMaxDim = 1u << 24;
+
+// A dimension: present, 1..2^24.
+Result<int> ReadDim(const gguf::Reader& r, const std::string& key) {
+  DAISY_ASSIGN_OR_RETURN(uint64_t v, r.GetUint(key));
+  if (v == 0 || v > kMaxDim) {
+    return DataLoss("%s: %s = %llu is out of range", r.name().c_str(), key.c_str(),
+                    static_cast<unsigned long long>(v));
+  }
+  return static_cast<int>(v);
+}
+
+Result<float> ReadFloat(const gguf::Reader& r, const std::string& key) {
+  DAISY_ASSIGN_OR_RETURN(double v, r.GetFloat(key));
+  if (!std::isfinite(v)) return DataLoss("%s: %s is not a finite number", r.name().c_str(), key.c_str());
+  return static_cast<float>(v);
+}
+
+// The vocabulary size and tying from the tensors (a model file has token_embd; the head is
+// tied when output.weight is absent).
+Status ReadVocabFromTensors(const gguf::Reader& r, ModelConfig& c) {
+  const gguf::TensorInfo* embd = r.FindTensor("token_embd.weight");
+  if (embd == nullptr) return DataLoss("%s: tensor token_embd.weight is missing", r.name().c_str());
+  if (embd->n_dims != 2 || embd->ne[1] > static_cast<int64_t>(kMaxDim)) {
+    return DataLoss("%s: tensor token_embd.weight has an unexpected shape", r.name().c_str());
+  }
+  c.n_vocab = static_cast<int>(embd->ne[1]);
+  c.tied_embeddings = r.FindTensor("output.weight") == nullptr;
+  return Status::Ok();
+}
+
+// The family's own keys, through its row of the architecture table.
+Result<ModelConfig> FromFamilyKeys(const gguf::Reader& r) {
+  DAISY_ASSIGN_OR_RETURN(std::string_view arch_name, r.GetString("general.architecture"));
+  const ArchSpec* arch = FindArch(arch_name);
+  if (arch == nullptr) {
+    return Unimplemented("%s: architecture '%s' is not supported (daisy runs: %s)", r.name().c_str(),
+                         EscapeForMessage(arch_name).c_str(), ArchNames().c_str());
+  }
+  ModelConfig c;
+  c.arch = std::string(arch->name);
+  const std::string p = c.arch + ".";
+  DAISY_ASSIGN_OR_RETURN(c.d_model, ReadDim(r, p + "embedding_length"));
+  DAISY_ASSIGN_OR_RETURN(c.n_layers, ReadDim(r, p + "block_count"));
+  DAISY_ASSIGN_OR_RETURN(c.n_heads, ReadDim(r, p + "attention.head_count"));
+  c.n_kv_heads = c.n_heads;
+  if (r.Find(p + "attention.head_count_kv") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.n_kv_heads, ReadDim(r, p + "attention.head_count_kv"));
+  }
+  DAISY_ASSIGN_OR_RETURN(c.d_ff, ReadDim(r, p + "feed_forward_length"));
+  DAISY_ASSIGN_OR_RETURN(c.context_length, ReadDim(r, p + "context_length"));
+  // head_dim: the family's key_length when it has one (value_length must agree), else
+  // d_model / n_heads.
+  c.head_dim = c.d_model / c.n_heads;
+  if (r.Find(p + "attention.key_length") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.head_dim, ReadDim(r, p + "attention.key_length"));
+  }
+  if (r.Find(p + "attention.value_length") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(int v, ReadDim(r, p + "attention.value_length"));
+    if (v != c.head_dim) {
+      return Unimplemented("%s: value heads of %d and key heads of %d values are not supported",
+                           r.name().c_str(), v, c.head_dim);
+    }
+  }
+  if (r.Find(p + "rope.dimension_count") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(int rot, ReadDim(r, p + "rope.dimension_count"));
+    if (rot != c.head_dim) {
+      return Unimplemented("%s: partial rotary embeddings (rope.dimension_count %d, head_dim %d) "
+                           "are not supported", r.name().c_str(), rot, c.head_dim);
+    }
+  }
+  if (r.Find(p + "attention.layer_norm_rms_epsilon") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.rms_eps, ReadFloat(r, p + "attention.layer_norm_rms_epsilon"));
+  }
+  if (r.Find(p + "rope.freq_base") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.rope_theta, ReadFloat(r, p + "rope.freq_base"));
+  }
+  c.rope_mode = arch->rope_mode;
+  c.activation = arch->activation;
+  c.embed_scale = arch->embed_scale;
+  c.qk_norm = arch->qk_norm;
+  c.post_norms = arch->post_norms;
+  DAISY_RETURN_IF_ERROR(ReadVocabFromTensors(r, c));
+  if (arch->read_extra != nullptr) DAISY_RETURN_IF_ERROR(arch->read_extra(r, c));
+  return c;
+}
+
+// A shard's description: every feature explicit.
+Result<ModelConfig> FromDescription(const gguf::Reader& r) {
+  ModelConfig c;
+  auto key = [](const char* name) { return DescriptionKey(name); };
+  DAISY_ASSIGN_OR_RETURN(std::string_view arch, r.GetString(key("architecture")));
+  if (FindArch(arch) == nullptr) {
+    return Unimplemented("%s: architecture '%s' is not supported (daisy runs: %s)", r.name().c_str(),
+                         EscapeForMessage(arch).c_str(), ArchNames().c_str());
+  }
+  c.arch = std::string(arch);
+  DAISY_ASSIGN_OR_RETURN(c.n_vocab, ReadDim(r, key("vocab_size")));
+  DAISY_ASSIGN_OR_RETURN(c.d_model, ReadDim(r, key("embedding_length")));
+  DAISY_ASSIGN_OR_RETURN(c.n_layers, ReadDim(r, key("block_count")));
+  DAISY_ASSIGN_OR_RETURN(c.n_heads, ReadDim(r, key("head_count")));
+  DAISY_ASSIGN_OR_RETURN(c.n_kv_heads, ReadDim(r, key("head_count_kv")));
+  DAISY_ASSIGN_OR_RETURN(c.head_dim, ReadDim(r, key("head_dim")));
+  DAISY_ASSIGN_OR_RETURN(c.d_ff, ReadDim(r, key("feed_forward_length")));
+  DAISY_ASSIGN_OR_RETURN(c.context_length, ReadDim(r, key("context_length")));
+  DAISY_ASSIGN_OR_RETURN(c.rms_eps, ReadFloat(r, key("rms_epsilon")));
+  DAISY_ASSIGN_OR_RETURN(c.rope_theta, ReadFloat(r, key("rope_freq_base")));
+  DAISY_ASSIGN_OR_RETURN(std::string_view mode, r.GetString(key("rope_mode")));
+  if (mode == RopeModeName(kernels::RopeMode::kNorm)) {
+    c.rope_mode = kernels::RopeMode::kNorm;
+  } else if (mode == RopeModeName(kernels::RopeMode::kNeox)) {
+    c.rope_mode = kernels::RopeMode::kNeox;
+  } else {
+    return DataLoss("%s: unknown rope mode '%s'", r.name().c_str(), EscapeForMessage(mode).c_str());
+  }
+  DAISY_ASSIGN_OR_RETURN(std::string_view act, r.GetString(key("activation")));
+  if (act == ActivationName(Activation::kSilu)) {
+    c.activation = Activation::kSilu;
+  } else if (act == ActivationName(Activation::kGeluTanh)) {
+    c.activation = Activation::kGeluTanh;
+  } else {
+    return DataLoss("%s: unknown activation '%s'", r.name().c_str(), EscapeForMessage(act).c_str());
+  }
+  DAISY_ASSIGN_OR_RETURN(c.tied_embeddings, r.GetBool(key("tied_embeddings")));
+  DAISY_ASSIGN_OR_RETURN(c.embed_scale, r.GetBool(key("embedding_scale")));
+  DAISY_ASSIGN_OR_RETURN(c.qk_norm, r.GetBool(key("qk_norm")));
+  DAISY_ASSIGN_OR_RETURN(c.post_norms, r.GetBool(key("post_norms")));
+  DAISY_ASSIGN_OR_RETURN(c.logit_softcap, ReadFloat(r, key("logit_softcap")));
+  DAISY_ASSIGN_OR_RETURN(c.attn_softcap, ReadFloat(r, key("attention_softcap")));
+  DAISY_ASSIGN_OR_RETURN(std::vector<double> thetas, r.GetFloatArray(key("layer_rope_freq_base")));
+  DAISY_ASSIGN_OR_RETURN(std::vector<int64_t> windows, r.GetIntArray(key("layer_sliding_window")));
+  if (thetas.size() != static_cast<size_t>(c.n_layers) || windows.size() != static_cast<size_t>(c.n_layers)) {
+    return DataLoss("%s: per-layer attention for %zu and %zu layers, the model has %d", r.name().c_str(),
+                    thetas.size(), windows.size(), c.n_layers);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (!(thetas[l] > 0) || !std::isfinite(thetas[l]) || windows[l] < 0 || windows[l] > static_cast<int64_t>(kMaxDim)) {
+      return DataLoss("%s: layer %d has RoPE base %g and window %lld", r.name().c_str(), l, thetas[l],
+                      static_cast<long long>(windows[l]));
+    }
+    c.layers.push_back({static_cast<float>(thetas[l]), static_cast<int32_t>(windows[l])});
+  }
+  return c;
+}
+
+}  // namespace
+
+const char* ActivationName(Activation a) { return a == Activation::kSilu ? "silu" : "gelu_tanh"; }
+const char* RopeModeName(kernels::RopeMode m) { return m == kernels::RopeMode::kNorm ? "normal" : "neox"; }
+
+std::string DescriptionKey(std::string_view name) { return "daisy.model." + std::string(name); }
+
+bool HasDescription(const gguf::Reader& reader) {
+  return reader.Find(DescriptionKey("architecture")) != nullptr;
+}
+
+Result<ModelConfig> ModelConfig::FromGguf(const gguf::Reader& r) {
+  Result<ModelConfig> c = HasDescription(r) ? FromDescription(r) : FromFamilyKeys(r);
+  if (!c.ok()) return c.status();
+  c->rope_scaling.enabled = r.FindTensor("rope_freqs.weight") != nullptr;
+  Status s = c->Resolve();
+  if (!s.ok()) return s.With(r.name());
+  return c;
+}
+
+Status ModelConfig::Resolve() {
+  if (layers.empty() && n_layers > 0 && n_layers <= static_cast<int>(kMaxDim)) {
+    layers.assign(n_layers, LayerSpec{rope_theta, 0});
+  }
+  return Validate();
+}
+
+Status ModelConfig::Validate() const {
+  if (n_vocab <= 0 || d_model <= 0 || n_layers <= 0 || n_heads <= 0 || n_kv_heads <= 0 ||
+      d_ff <= 0 || head_dim <= 0 || context_length <= 0) {
+    return InvalidArgument("every dimension must be positive (vocab %d, d_model %d, layers %d, "
+                           "heads %d, kv heads %d, d_ff %d, head_dim %d, context %d)",
+                           n_vocab, d_model, n_layers, n_heads, n_kv_heads, d_ff, head_dim,
+                           context_length);
+  }
+  if (n_heads % n_kv_heads != 0) {
+    return InvalidArgument("%d attention heads are not a multiple of %d kv heads", n_heads,
+                           n_kv_heads);
+  }
+  if (n_heads / n_kv_heads > kernels::kMaxAttentionGroup) {
+    return Unimplemented("%d query heads per kv head (at most %d are supported)", n_heads / n_kv_heads,
+                         kernels::kMaxAttentionGroup);
+  }
+  if (head_dim % 2 != 0) return InvalidArgument("head_dim %d is odd: RoPE needs pairs", head_dim);
+  if (!(rms_eps > 0) || !(rope_theta > 0)) {
+    return InvalidArgument("rms epsilon and rope theta must be positive");
+  }
+  if (layers.size() != static_cast<size_t>(n_layers)) {
+    return InvalidArgument("per-layer attention for %zu layers, the model has %d", layers.size(), n_layers);
+  }
+  return Status::Ok();
+}
+
+Status ModelConfig::CheckSupported() const {
+  const char* missing = activation != Activation::kSilu ? "the GELU activation"
+                        : embed_scale                   ? "scaled embeddings"
+                        : qk_norm                       ? "per-head q/k norms"
+                        : post_norms                    ? "post-attention and post-FFN norms"
+                        : logit_softcap != 0            ? "a logit soft-cap"
+                        : attn_softcap != 0             ? "an attention soft-cap"
+                                                        : nullptr;
+  if (missing == nullptr) return Status::Ok();
+  return Unimplemented("%s (architecture %s) is not supported yet", missing, arch.c_str());
+}
+
+void ModelConfig::WriteDescription(gguf::Writer& w) const {
+  auto key = [](const char* name) { return DescriptionKey(name); };
+  w.AddString(key("architecture"), arch);
+  w.AddUint32(key("vocab_size"), static_cast<uint32_t>(n_vocab));
+  w.AddUint32(key("embedding_length"), static_cast<uint32_t>(d_model));
+  w.AddUint32(key("block_count"), static_cast<uint32_t>(n_layers));
+  w.AddUint32(key("head_count"), static_cast<uint32_t>(n_heads));
+  w.AddUint32(key("head_count_kv"), static_cast<uint32_t>(n_kv_heads));
+  w.AddUint32(key("head_dim"), static_cast<uint32_t>(head_dim));
+  w.AddUint32(key("feed_forward_length"), static_cast<uint32_t>(d_ff));
+  w.AddUint32(key("context_length"), static_cast<uint32_t>(context_length));
+  w.AddFloat32(key("rms_epsilon"), rms_eps);
+  w.AddFloat32(key("rope_freq_base"), rope_theta);
+  w.AddString(key("rope_mode"), RopeModeName(rope_mode));
+  w.AddString(key("activation"), ActivationName(activation));
+  w.AddBool(key("tied_embeddings"), tied_embeddings);
+  w.AddBool(key("embedding_scale"), embed_scale);
+  w.AddBool(key("qk_norm"), qk_norm);
+  w.AddBool(key("post_norms"), post_norms);
+  w.AddFloat32(key("logit_softcap"), logit_softcap);
+  w.AddFloat32(key("attention_softcap"), attn_softcap);
+  std::vector<float> thetas;
+  std::vector<int32_t> windows;
+  for (const LayerSpec& l : layers) {
+    thetas.push_back(l.rope_theta);
+    windows.push_back(l.sliding_window);
+  }
+  w.AddFloat32Array(key("layer_rope_freq_base"), thetas);
+  w.AddInt32Array(key("layer_sliding_window"), windows);
+}
+
+Status ModelConfig::CheckFamilyKeys() const {
+  const ArchSpec* a = FindArch(arch);
+  if (a == nullptr) return InvalidArgument("architecture '%s' is not one daisy knows", arch.c_str());
+  for (const LayerSpec& l : layers) {
+    if (l.rope_theta != rope_theta || l.sliding_window != 0) {
+      return InvalidArgument("%s files cannot express per-layer RoPE bases or windows", arch.c_str());
+    }
+  }
+  if (rope_mode != a->rope_mode || activation != a->activation || embed_scale != a->embed_scale ||
+      qk_norm != a->qk_norm || post_norms != a->post_norms || logit_softcap != 0 || attn_softcap != 0) {
+    return InvalidArgument("the description's features are not those of architecture %s", arch.c_str());
+  }
+  return Status::Ok();
+}
+
+Status ModelConfig::WriteFamilyKeys(gguf::Writer& w) const {
+  DAISY_RETURN_IF_ERROR(CheckFamilyKeys());
+  const std::string p = arch + ".";
+  w.AddUint32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
+  w.AddUint32(p + "context_length", static_cast<uint32_t>(context_length));
+  w.AddUint32(p + "embedding_length", static_cast<uint32_t>(d_model));
+  w.AddUint32(p + "block_count", static_cast<uint32_t>(n_layers));
+  w.AddUint32(p + "feed_forward_length", static_cast<uint32_t>(d_ff));
+  w.AddUint32(p + "rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.AddUint32(p + "attention.head_count", static_cast<uint32_t>(n_heads));
+  w.AddUint32(p + "attention.head_count_kv", static_cast<uint32_t>(n_kv_heads));
+  if (head_dim * n_heads != d_model) {
+    w.AddUint32(p + "attention.key_length", static_cast<uint32_t>(head_dim));
+    w.AddUint32(p + "attention.value_length", static_cast<uint32_t>(head_dim));
+  }
+  w.AddFloat32(p + "attention.layer_norm_rms_epsilon", rms_eps);
+  w.AddFloat32(p + "rope.freq_base", rope_theta);
+  return Status::Ok();
+}
+
+}  // namespace daisy::model

@@ -1,0 +1,70 @@
+#include "model/tensors.h"
+
+#include <charconv>
+
+namespace daisy::model {
+namespace {
+
+using LW = LayerWeights;
+constexpr LayerTensor kPreNorm[] = {
+    {"attn_norm.weight", Dim::kOne, Dim::kDModel, &LW::attn_norm, nullptr, true},
+    {"attn_q.weight", Dim::kQDim, Dim::kDModel, nullptr, &LW::wq, true},
+    {"attn_k.weight", Dim::kKvDim, Dim::kDModel, nullptr, &LW::wk, true},
+    {"attn_v.weight", Dim::kKvDim, Dim::kDModel, nullptr, &LW::wv, true},
+    {"attn_output.weight", Dim::kDModel, Dim::kQDim, nullptr, &LW::wo, true},
+    {"ffn_norm.weight", Dim::kOne, Dim::kDModel, &LW::ffn_norm, nullptr, true},
+    {"ffn_gate.weight", Dim::kDFF, Dim::kDModel, nullptr, &LW::w_gate, true},
+    {"ffn_up.weight", Dim::kDFF, Dim::kDModel, nullptr, &LW::w_up, true},
+    {"ffn_down.weight", Dim::kDModel, Dim::kDFF, nullptr, &LW::w_down, true},
+};
+
+}  // namespace
+
+int64_t DimValue(const ModelConfig& c, Dim d) {
+  switch (d) {
+    case Dim::kOne: return 1;
+    case Dim::kDModel: return c.d_model;
+    case Dim::kQDim: return c.q_dim();
+    case Dim::kKvDim: return c.kv_dim();
+    case Dim::kDFF: return c.d_ff;
+    case Dim::kVocab: return c.n_vocab;
+    case Dim::kHalfHeadDim: return c.head_dim / 2;
+  }
+  return 0;
+}
+
+std::span<const LayerTensor> LayerTensors(const ModelConfig&) { return kPreNorm; }
+
+bool IsGlobalTensor(std::string_view name) {
+  return name == kTokenEmbd || name == kOutputNorm || name == kOutput || name == kRopeFreqs;
+}
+
+Status CheckTensorNames(const gguf::Reader& reader, const ModelConfig& c) {
+  for (const gguf::TensorInfo& t : reader.tensors()) {
+    const std::string_view name = t.name;
+    bool known = IsGlobalTensor(name);
+    const int layer = LayerOf(name);
+    if (layer >= 0 && layer < c.n_layers) {
+      const std::string_view rest = name.substr(name.find('.', 4) + 1);
+      for (const LayerTensor& lt : LayerTensors(c)) known = known || lt.name == rest;
+    }
+    if (!known) {
+      return Unimplemented("%s: tensor %.*s is not one daisy's %s recipe uses (this model's "
+                           "architecture or variant is not supported)", reader.name().c_str(),
+                           static_cast<int>(name.size()), name.data(), c.arch.c_str());
+    }
+  }
+  return Status::Ok();
+}
+
+int LayerOf(std::string_view name) {
+  if (!name.starts_with("blk.")) return -1;
+  int layer = -1;
+  const char* begin = name.data() + 4;
+  const char* end = name.data() + name.size();
+  const auto [p, ec] = std::from_chars(begin, end, layer);
+  if (ec != std::errc() || p == begin || p == end || *p != '.' || layer < 0) return -1;
+  return layer;
+}
+
+}  // namespace daisy::model

@@ -1,0 +1,61 @@
+// Tensor binding: which GGUF tensors a model's weights are, by name and shape, as one table per
+// block structure rather than fields bound by hand. A layer's row names its tensor ("blk.N."
+// + name), its shape in the description's dimensions, and the LayerWeights field it fills; an
+// optional tensor that is absent stays null (not used). Tensors a file carries that no row takes
+// are refused by name (llama.cpp refuses them too): daisy never runs a model whose recipe would
+// silently skip some of its weights.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "base/status.h"
+#include "gguf/reader.h"
+#include "kernels/weights.h"
+#include "model/config.h"
+
+namespace daisy::model {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [d_model]
+  kernels::WeightMatrix wq;          // [n_heads * head_dim, d_model]
+  kernels::WeightMatrix wk;          // [n_kv_heads * head_dim, d_model]
+  kernels::WeightMatrix wv;          // [n_kv_heads * head_dim, d_model]
+  kernels::WeightMatrix wo;          // [d_model, n_heads * head_dim]
+  const float* ffn_norm = nullptr;   // [d_model]
+  kernels::WeightMatrix w_gate;      // [d_ff, d_model]
+  kernels::WeightMatrix w_up;        // [d_ff, d_model]
+  kernels::WeightMatrix w_down;      // [d_model, d_ff]
+};
+
+// A dimension of the description, for tensor shapes.
+enum class Dim : uint8_t { kOne, kDModel, kQDim, kKvDim, kDFF, kVocab, kHalfHeadDim };
+int64_t DimValue(const ModelConfig& c, Dim d);
+
+struct LayerTensor {
+  std::string_view name;  // after "blk.N."
+  Dim rows, cols;         // a vector is [1, cols]
+  const float* LayerWeights::*vector;            // f32 vectors (norms)
+  kernels::WeightMatrix LayerWeights::*matrix;   // matrices (one of the two is null)
+  bool required;
+};
+
+// The layer tensors of the pre-norm block (Llama).
+std::span<const LayerTensor> LayerTensors(const ModelConfig& c);
+
+// Tensors outside the layers that a model may hold.
+inline constexpr std::string_view kTokenEmbd = "token_embd.weight";
+inline constexpr std::string_view kOutputNorm = "output_norm.weight";
+inline constexpr std::string_view kOutput = "output.weight";
+inline constexpr std::string_view kRopeFreqs = "rope_freqs.weight";
+bool IsGlobalTensor(std::string_view name);
+
+// Every tensor of a model file is one the recipe takes: Unimplemented naming the first that is
+// not (a model this build cannot run). For tools that do not load weights (daisy compile).
+Status CheckTensorNames(const gguf::Reader& reader, const ModelConfig& c);
+
+// The layer of a "blk.<L>.…" tensor, or -1 for tensors outside the layers.
+int LayerOf(std::string_view name);
+
+}  // namespace daisy::model
