@@ -22,6 +22,14 @@ GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f) {
   given.connect_timeout = app.add_option("--connect-timeout", f.connect_timeout,
                                          "Seconds to keep retrying the workers")
                               ->capture_default_str();
+  given.peer_timeout = app.add_option("--peer-timeout", f.peer_timeout,
+                                      "Seconds a worker may answer nothing (not even a ping) before its "
+                                      "requests fail naming it: a stopped or hung process (0: wait forever)")
+                           ->capture_default_str();
+  given.forward_timeout = app.add_option("--forward-timeout", f.forward_timeout,
+                                         "Seconds a forward may take through the workers before it fails "
+                                         "naming the stage that has not finished it (0: no bound)")
+                              ->capture_default_str();
   app.add_flag("--mmap-weights", f.mmap_weights,
                "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
                "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
@@ -39,6 +47,8 @@ Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given) {
   if (given.key_file->count() == 0) f.key_file = c.key_file;
   if (given.wire->count() == 0 && c.wire) f.wire = *c.wire;
   if (given.connect_timeout->count() == 0 && c.connect_timeout) f.connect_timeout = *c.connect_timeout;
+  if (given.peer_timeout->count() == 0 && c.peer_timeout) f.peer_timeout = *c.peer_timeout;
+  if (given.forward_timeout->count() == 0 && c.forward_timeout) f.forward_timeout = *c.forward_timeout;
   return Status::Ok();
 }
 
@@ -121,6 +131,13 @@ Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags&
     ro.max_seqs = max_seqs == 1 ? 1 : 2 * max_seqs;
     ro.seq_capacity = ctx;
     ro.connect_deadline = transport::Millis(static_cast<int64_t>(f.connect_timeout * 1000));
+    if (!(f.peer_timeout >= 0 && f.peer_timeout <= 86400) || !(f.forward_timeout >= 0 && f.forward_timeout <= 86400)) {
+      return InvalidArgument("--peer-timeout and --forward-timeout must be 0 to 86400 seconds");
+    }
+    ro.peer_timeout = transport::Millis(static_cast<int64_t>(f.peer_timeout * 1000));
+    ro.forward_timeout = transport::Millis(static_cast<int64_t>(f.forward_timeout * 1000));
+    // Pings several times per peer timeout, so one late pong is not a failure.
+    ro.heartbeat = std::clamp(ro.peer_timeout / 5, transport::Millis(50), transport::Millis(1000));
     DAISY_ASSIGN_OR_RETURN(remote, pipeline::RemoteChain::Connect(ro, infos));
   } else if (!infos.empty()) {
     DAISY_RETURN_IF_ERROR(shard::CheckChain(infos).With("the local shards do not make a whole "
@@ -131,7 +148,7 @@ Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags&
 }
 
 int StageCount(pipeline::Pipeline& p) {
-  return p.n_local() + (p.remote() ? static_cast<int>(p.remote()->shards().size()) : 0);
+  return p.n_stages();
 }
 
 void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s) {

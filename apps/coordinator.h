@@ -25,6 +25,8 @@ struct CoordinatorFlags {
   std::string key_file;
   std::string wire = "f32";
   double connect_timeout = 30;
+  double peer_timeout = 10;
+  double forward_timeout = 300;
   bool mmap_weights = false;
   int threads = 0;
   int batch = 256;
@@ -36,9 +38,12 @@ struct GivenFlags {
   const CLI::Option* key_file = nullptr;
   const CLI::Option* wire = nullptr;
   const CLI::Option* connect_timeout = nullptr;
+  const CLI::Option* peer_timeout = nullptr;
+  const CLI::Option* forward_timeout = nullptr;
 };
 
-// --shard, --workers, --cluster, --key-file, --wire, --connect-timeout, --mmap-weights.
+// --shard, --workers, --cluster, --key-file, --wire, --connect-timeout, --peer-timeout,
+// --forward-timeout, --mmap-weights.
 GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f);
 // Fills shards, workers (and the key, wire and timeout unless given) from --cluster FILE.
 Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given);

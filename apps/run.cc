@@ -130,7 +130,7 @@ int Run(const RunFlags& f) {
                         {"threads", l.pool->size()},
                         {"stages", StageCount(**pipe)},
                         {"wire", f.workers.empty() ? "none" : f.wire},
-                        {"wire_bytes_sent", (*pipe)->remote() ? (*pipe)->remote()->wire_bytes_sent() : 0},
+                        {"wire_bytes_sent", (*pipe)->wire_bytes_sent()},
                         {"kernels", l.kernels->name},
                         {"huge_page_bytes", HugePageBytes()},
                         {"peak_rss_bytes", PeakRssBytes()}};

@@ -18,6 +18,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnimplemented: return "Unimplemented";
     case StatusCode::kUnavailable: return "Unavailable";
     case StatusCode::kPermissionDenied: return "PermissionDenied";
+    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kIoError: return "IoError";
@@ -56,6 +57,7 @@ DAISY_DEFINE_STATUS_CTOR(OutOfRange)
 DAISY_DEFINE_STATUS_CTOR(Unimplemented)
 DAISY_DEFINE_STATUS_CTOR(Unavailable)
 DAISY_DEFINE_STATUS_CTOR(PermissionDenied)
+DAISY_DEFINE_STATUS_CTOR(DeadlineExceeded)
 DAISY_DEFINE_STATUS_CTOR(ResourceExhausted)
 DAISY_DEFINE_STATUS_CTOR(Internal)
 DAISY_DEFINE_STATUS_CTOR(IoError)

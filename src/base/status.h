@@ -22,6 +22,7 @@ enum class StatusCode : uint8_t {
   kInternal,
   kIoError,
   kPermissionDenied,  // authentication failed
+  kDeadlineExceeded,  // a bounded wait ran out (a silent peer)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -61,6 +62,7 @@ Status ResourceExhausted(const char* fmt, ...) __attribute__((format(printf, 1, 
 Status Internal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status IoError(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 Status PermissionDenied(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+Status DeadlineExceeded(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Either a T or a non-OK Status. g++ 12 has no std::expected in C++20 mode.
 template <typename T>

@@ -77,7 +77,8 @@ Result<ClusterFile> ParseClusterFile(const std::string& text, const std::filesys
                            static_cast<unsigned>(e.source().begin.line),
                            std::string(e.description()).c_str());
   }
-  DAISY_RETURN_IF_ERROR(CheckKeys(file, root, {"key_file", "wire", "connect_timeout", "stage"},
+  DAISY_RETURN_IF_ERROR(CheckKeys(file, root,
+                                  {"key_file", "wire", "connect_timeout", "peer_timeout", "forward_timeout", "stage"},
                                   "the cluster file"));
   ClusterFile c;
   c.path = file;
@@ -89,15 +90,18 @@ Result<ClusterFile> ParseClusterFile(const std::string& text, const std::filesys
     if (!w.ok()) return w.status().With(Where(file, *root.get("wire")) + ": wire");
     c.wire = wire;
   }
-  if (const toml::node* t = root.get("connect_timeout")) {
+  for (auto [name, field] : {std::pair{"connect_timeout", &c.connect_timeout}, std::pair{"peer_timeout", &c.peer_timeout},
+                             std::pair{"forward_timeout", &c.forward_timeout}}) {
+    const toml::node* t = root.get(name);
+    if (t == nullptr) continue;
     if (!t->is_number()) {
-      return InvalidArgument("%s: connect_timeout must be a number of seconds", Where(file, *t).c_str());
+      return InvalidArgument("%s: %s must be a number of seconds", Where(file, *t).c_str(), name);
     }
     const double v = t->value<double>().value_or(-1);
     if (!(v >= 0 && v <= 86400)) {
-      return InvalidArgument("%s: connect_timeout %g is outside 0..86400 seconds", Where(file, *t).c_str(), v);
+      return InvalidArgument("%s: %s %g is outside 0..86400 seconds", Where(file, *t).c_str(), name, v);
     }
-    c.connect_timeout = v;
+    *field = v;
   }
   const toml::node* stages = root.get("stage");
   if (stages == nullptr || !stages->is_array_of_tables() || stages->as_array()->empty()) {

@@ -6,6 +6,8 @@
 //   key_file = "cluster.key"          # optional; relative paths are relative to this file
 //   wire = "f32"                      # optional: f32 | bf16 | f16 | q8_0
 //   connect_timeout = 30              # optional, seconds
+//   peer_timeout = 10                 # optional, seconds a worker may stay silent (0: never fail)
+//   forward_timeout = 300             # optional, seconds a forward may take (0: no bound)
 //
 //   [[stage]]                         # stage 0: run by the coordinator (no address)
 //   shard = "shards/stage-0.daisy"
@@ -39,6 +41,8 @@ struct ClusterFile {
   std::string key_file;                   // empty: open cluster
   std::optional<std::string> wire;
   std::optional<double> connect_timeout;  // seconds
+  std::optional<double> peer_timeout;     // seconds
+  std::optional<double> forward_timeout;  // seconds
   std::vector<ClusterStage> stages;
 
   std::vector<std::string> LocalShards() const;  // the coordinator's stages, in order

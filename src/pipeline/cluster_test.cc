@@ -53,7 +53,9 @@ TEST(ClusterFile, RefusesWhatItCannotUse) {
             "/etc/daisy/c.toml:3: unknown key 'shrad' in stage 0 (known: address, listen, shard)");
   EXPECT_EQ(Error("wires = 'f32'\n[[stage]]\nshard='a'\n"),
             "/etc/daisy/c.toml:1: unknown key 'wires' in the cluster file (known: connect_timeout, "
-            "key_file, stage, wire)");
+            "forward_timeout, key_file, peer_timeout, stage, wire)");
+  EXPECT_EQ(Error("peer_timeout = -1\n[[stage]]\nshard='a'\n"),
+            "/etc/daisy/c.toml:1: peer_timeout -1 is outside 0..86400 seconds");
   EXPECT_EQ(Error("key_file = 'k'\n"),
             "/etc/daisy/c.toml: no [[stage]] tables: list the pipeline's stages in order, stage 0 first");
   EXPECT_EQ(Error("[[stage]]\nshard = 'a'\naddress = 'h:1'\n"),

@@ -1,5 +1,7 @@
 #include "pipeline/local_stage.h"
 
+#include "pipeline/outputs.h"
+
 namespace daisy::pipeline {
 
 runtime::StageOptions StageOptionsFor(const shard::ShardInfo& info, runtime::StageOptions base) {

@@ -61,6 +61,34 @@ Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c) {
   return Status::Ok();
 }
 
+std::vector<uint8_t> EncodePing(uint64_t nonce) {
+  Encoder e;
+  e.Put<uint64_t>(nonce);
+  return std::move(e.bytes());
+}
+
+Status DecodePing(std::span<const uint8_t> payload, uint64_t& nonce) {
+  Decoder d(payload, "ping");
+  DAISY_RETURN_IF_ERROR(d.Get(nonce));
+  return d.ExpectEnd();
+}
+
+std::vector<uint8_t> EncodePong(const Pong& p) {
+  Encoder e;
+  e.Put<uint64_t>(p.nonce);
+  e.Put<uint64_t>(p.done);
+  e.Put<uint64_t>(p.busy);
+  return std::move(e.bytes());
+}
+
+Status DecodePong(std::span<const uint8_t> payload, Pong& p) {
+  Decoder d(payload, "pong");
+  DAISY_RETURN_IF_ERROR(d.Get(p.nonce));
+  DAISY_RETURN_IF_ERROR(d.Get(p.done));
+  DAISY_RETURN_IF_ERROR(d.Get(p.busy));
+  return d.ExpectEnd();
+}
+
 std::vector<uint8_t> EncodeError(uint64_t forward_id, const std::string& message) {
   Encoder e;
   e.Put<uint64_t>(forward_id);

@@ -27,6 +27,20 @@ struct Configure {
 std::vector<uint8_t> EncodeConfigure(const Configure& c);
 Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c);
 
+// A worker's answer to a Ping, from its reader thread (so a busy compute thread still answers):
+// the id of the last forward it finished and of the one it is computing (0: idle). A worker
+// that answers nothing is stopped, hung or cut off; one that answers but does not progress is
+// stuck in a forward.
+struct Pong {
+  uint64_t nonce = 0;
+  uint64_t done = 0;
+  uint64_t busy = 0;
+};
+std::vector<uint8_t> EncodePing(uint64_t nonce);
+Status DecodePing(std::span<const uint8_t> payload, uint64_t& nonce);
+std::vector<uint8_t> EncodePong(const Pong& p);
+Status DecodePong(std::span<const uint8_t> payload, Pong& p);
+
 std::vector<uint8_t> EncodeError(uint64_t forward_id, const std::string& message);
 Status DecodeError(std::span<const uint8_t> payload, uint64_t& forward_id, std::string& message);
 

@@ -59,6 +59,16 @@ Status Pipeline::Release(std::span<const int32_t> seqs) {
   return remote_ != nullptr ? remote_->Release(seqs) : Status::Ok();
 }
 
+int Pipeline::n_stages() const {
+  return n_local() + (remote_ != nullptr ? static_cast<int>(remote_->shards().size()) : 0);
+}
+
+bool Pipeline::broken() const { return remote_ != nullptr && remote_->broken(); }
+
+std::string Pipeline::why_broken() const { return remote_ != nullptr ? remote_->why_broken() : ""; }
+
+uint64_t Pipeline::wire_bytes_sent() const { return remote_ != nullptr ? remote_->wire_bytes_sent() : 0; }
+
 Status Pipeline::Recover() {
   for (auto& s : local_) s->Reset();
   local_results_.clear();

@@ -34,8 +34,15 @@ class Pipeline {
   Status Recover();
 
   const model::ModelConfig& config() const { return config_; }
-  RemoteChain* remote() { return remote_.get(); }
+  // Stages in all: this process's and the workers'.
+  int n_stages() const;
   int n_local() const { return static_cast<int>(local_.size()); }
+  // Whether the workers' ring is down (a lost, silent or failing worker), and why; a pipeline
+  // without workers is never down. Recover() rebuilds it.
+  bool broken() const;
+  std::string why_broken() const;
+  // Bytes of forwards sent to the workers so far (frames included).
+  uint64_t wire_bytes_sent() const;
   uint64_t NextId() { return ++next_id_; }
 
  private:

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "kernels/quant/q8_0.h"
-#include "kernels/quant/q4_0.h"
 #include "kernels/quant/float_formats.h"
 
 namespace daisy::pipeline {
@@ -77,38 +76,14 @@ int32_t ForwardHeader::total_rows() const {
   return n;
 }
 
-int LogitRows(const SeqRows& s) {
-  if (s.out.kind == OutputKind::kNone) return 0;
-  return s.out.all_rows || s.out.kind == OutputKind::kVerify ? s.n_rows : 1;
-}
 
 namespace {
-constexpr size_t kForwardFixed = 8 + 4 + 4 + 4;    // id, wire+pad, dim, n_seqs
-constexpr size_t kSeqEntry = 4 * 3 + 4 + 4 * 6 + 8 + 8 + 4;  // see EncodeForwardHeader
-}  // namespace
+constexpr size_t kForwardFixed = 8 + 4 + 4 + 4 + 4;  // id, wire+pad, dim, n_seqs, outputs bytes
+constexpr size_t kRouting = 4 * 3;                   // seq, start_pos, n_rows
+constexpr size_t kOutputFixed = 4 + 4 * 6 + 8 + 8 + 4;  // see EncodeOutputs
 
-size_t Limits::MaxForwardBytes() const {
-  return kForwardFixed + static_cast<size_t>(max_seqs) * (kSeqEntry + 4ull * max_history + 4) +
-         static_cast<size_t>(max_rows) * (WireRowBytes(WireType::kF32, d_model) + 6 + 8 * kMaxDraftSupport);
-}
-
-size_t Limits::MaxResultBytes() const {
-  const size_t per_row = 8 + 8ull * max_top_k + 4ull * n_vocab;
-  return 12 + static_cast<size_t>(max_seqs) * 12 + static_cast<size_t>(max_rows) * per_row;
-}
-
-std::vector<uint8_t> EncodeForwardHeader(const ForwardHeader& h) {
-  Encoder e;
-  e.Put<uint64_t>(h.id);
-  e.Put<uint8_t>(static_cast<uint8_t>(h.wire));
-  e.Put<uint8_t>(0);
-  e.Put<uint16_t>(0);
-  e.Put<int32_t>(h.dim);
-  e.Put<uint32_t>(static_cast<uint32_t>(h.seqs.size()));
+void EncodeOutputs(const ForwardHeader& h, Encoder& e) {
   for (const SeqRows& s : h.seqs) {
-    e.Put<int32_t>(s.seq);
-    e.Put<int32_t>(s.start_pos);
-    e.Put<int32_t>(s.n_rows);
     e.Put<uint8_t>(static_cast<uint8_t>(s.out.kind));
     e.Put<uint8_t>(s.out.all_rows ? 1 : 0);
     e.Put<uint16_t>(s.out.top_k);
@@ -123,52 +98,56 @@ std::vector<uint8_t> EncodeForwardHeader(const ForwardHeader& h) {
     e.Put<uint64_t>(s.out.position);
     e.Put<uint32_t>(static_cast<uint32_t>(s.out.history.size()));
     for (int32_t t : s.out.history) e.Put<int32_t>(t);
-    if (s.out.kind == OutputKind::kVerify) {
-      e.Put<uint32_t>(static_cast<uint32_t>(s.out.draft.size()));
-      for (size_t i = 0; i < s.out.draft.size(); ++i) {
-        e.Put<int32_t>(s.out.draft[i]);
-        const auto* q = i < s.out.draft_q.size() ? &s.out.draft_q[i] : nullptr;
-        e.Put<uint16_t>(q != nullptr ? static_cast<uint16_t>(q->size()) : 0);
-        if (q == nullptr) continue;
-        for (auto [id, prob] : *q) {
-          e.Put<int32_t>(id);
-          e.Put<float>(prob);
-        }
+    if (s.out.kind != OutputKind::kVerify) continue;
+    e.Put<uint32_t>(static_cast<uint32_t>(s.out.draft.size()));
+    for (size_t i = 0; i < s.out.draft.size(); ++i) {
+      e.Put<int32_t>(s.out.draft[i]);
+      const auto* q = i < s.out.draft_q.size() ? &s.out.draft_q[i] : nullptr;
+      e.Put<uint16_t>(q != nullptr ? static_cast<uint16_t>(q->size()) : 0);
+      if (q == nullptr) continue;
+      for (auto [id, prob] : *q) {
+        e.Put<int32_t>(id);
+        e.Put<float>(prob);
       }
     }
   }
-  return std::move(e.bytes());
 }
 
-Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, ForwardHeader& h,
-                     std::span<const uint8_t>& activations) {
-  Decoder d(payload, "forward");
-  uint8_t wire = 0, pad8 = 0;
-  uint16_t pad16 = 0;
-  uint32_t n_seqs = 0;
-  DAISY_RETURN_IF_ERROR(d.Get(h.id));
-  DAISY_RETURN_IF_ERROR(d.Get(wire));
-  DAISY_RETURN_IF_ERROR(d.Get(pad8));
-  DAISY_RETURN_IF_ERROR(d.Get(pad16));
-  DAISY_RETURN_IF_ERROR(d.Get(h.dim));
-  DAISY_RETURN_IF_ERROR(d.Get(n_seqs));
-  if (wire > static_cast<uint8_t>(WireType::kQ8_0)) return DataLoss("forward: unknown wire type %u", wire);
-  h.wire = static_cast<WireType>(wire);
-  if (h.dim != limits.d_model) {
-    return DataLoss("forward: rows of %d values, this stage takes %d", h.dim, limits.d_model);
+Status DecodeDrafts(Decoder& d, const Limits& limits, SeqRows& s) {
+  uint32_t n_draft = 0;
+  DAISY_RETURN_IF_ERROR(d.Get(n_draft));
+  if (n_draft + 1 != static_cast<uint32_t>(s.n_rows)) {
+    return DataLoss("forward: %u drafted tokens for %d rows (want rows - 1)", n_draft, s.n_rows);
   }
-  if (n_seqs == 0 || n_seqs > static_cast<uint32_t>(limits.max_seqs)) {
-    return DataLoss("forward: %u sequences (1 to %d allowed)", n_seqs, limits.max_seqs);
+  s.out.draft.resize(n_draft);
+  s.out.draft_q.resize(n_draft);
+  for (uint32_t i = 0; i < n_draft; ++i) {
+    uint16_t n_q = 0;
+    DAISY_RETURN_IF_ERROR(d.Get(s.out.draft[i]));
+    DAISY_RETURN_IF_ERROR(d.Get(n_q));
+    if (s.out.draft[i] < 0 || s.out.draft[i] >= limits.n_vocab || n_q > kMaxDraftSupport) {
+      return DataLoss("forward: drafted token %d with %u probabilities (vocabulary %d, at most %d)",
+                      s.out.draft[i], n_q, limits.n_vocab, kMaxDraftSupport);
+    }
+    s.out.draft_q[i].resize(n_q);
+    for (auto& [id, prob] : s.out.draft_q[i]) {
+      DAISY_RETURN_IF_ERROR(d.Get(id));
+      DAISY_RETURN_IF_ERROR(d.Get(prob));
+      if (id < 0 || id >= limits.n_vocab || !(prob >= 0 && prob <= 1)) {
+        return DataLoss("forward: draft probability %g for token %d", prob, id);
+      }
+    }
   }
-  h.seqs.resize(n_seqs);
-  int64_t rows = 0;
+  return Status::Ok();
+}
+
+// The last stage's section: every sequence's output spec, checked.
+Status DecodeOutputs(std::span<const uint8_t> section, const Limits& limits, ForwardHeader& h) {
+  Decoder d(section, "forward outputs");
   for (SeqRows& s : h.seqs) {
     uint8_t kind = 0, all = 0;
     uint32_t n_history = 0;
     runtime::SamplingParams& p = s.out.sampling;
-    DAISY_RETURN_IF_ERROR(d.Get(s.seq));
-    DAISY_RETURN_IF_ERROR(d.Get(s.start_pos));
-    DAISY_RETURN_IF_ERROR(d.Get(s.n_rows));
     DAISY_RETURN_IF_ERROR(d.Get(kind));
     DAISY_RETURN_IF_ERROR(d.Get(all));
     DAISY_RETURN_IF_ERROR(d.Get(s.out.top_k));
@@ -186,10 +165,6 @@ Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, For
     }
     s.out.kind = static_cast<OutputKind>(kind);
     s.out.all_rows = all != 0;
-    if (s.seq < 0 || s.start_pos < 0 || s.n_rows < 1 || s.n_rows > limits.max_rows) {
-      return DataLoss("forward: bad sequence entry (seq %d, start %d, %d rows)", s.seq,
-                      s.start_pos, s.n_rows);
-    }
     if (s.out.kind == OutputKind::kTopK && (s.out.top_k < 1 || s.out.top_k > limits.max_top_k ||
                                             s.out.top_k > limits.n_vocab)) {
       return DataLoss("forward: top-k of %u (1 to %d allowed)", s.out.top_k,
@@ -204,37 +179,89 @@ Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, For
     }
     s.out.history.resize(n_history);
     for (int32_t& t : s.out.history) DAISY_RETURN_IF_ERROR(d.Get(t));
-    if (s.out.kind == OutputKind::kVerify) {
-      uint32_t n_draft = 0;
-      DAISY_RETURN_IF_ERROR(d.Get(n_draft));
-      if (n_draft + 1 != static_cast<uint32_t>(s.n_rows)) {
-        return DataLoss("forward: %u drafted tokens for %d rows (want rows - 1)", n_draft, s.n_rows);
-      }
-      s.out.draft.resize(n_draft);
-      s.out.draft_q.resize(n_draft);
-      for (uint32_t i = 0; i < n_draft; ++i) {
-        uint16_t n_q = 0;
-        DAISY_RETURN_IF_ERROR(d.Get(s.out.draft[i]));
-        DAISY_RETURN_IF_ERROR(d.Get(n_q));
-        if (s.out.draft[i] < 0 || s.out.draft[i] >= limits.n_vocab || n_q > kMaxDraftSupport) {
-          return DataLoss("forward: drafted token %d with %u probabilities (vocabulary %d, at most %d)",
-                          s.out.draft[i], n_q, limits.n_vocab, kMaxDraftSupport);
-        }
-        s.out.draft_q[i].resize(n_q);
-        for (auto& [id, prob] : s.out.draft_q[i]) {
-          DAISY_RETURN_IF_ERROR(d.Get(id));
-          DAISY_RETURN_IF_ERROR(d.Get(prob));
-          if (id < 0 || id >= limits.n_vocab || !(prob >= 0 && prob <= 1)) {
-            return DataLoss("forward: draft probability %g for token %d", prob, id);
-          }
-        }
-      }
+    if (s.out.kind == OutputKind::kVerify) DAISY_RETURN_IF_ERROR(DecodeDrafts(d, limits, s));
+  }
+  return d.ExpectEnd();
+}
+
+}  // namespace
+
+size_t Limits::MaxOutputBytes() const {
+  return static_cast<size_t>(max_seqs) * (kOutputFixed + 4ull * max_history + 4) +
+         static_cast<size_t>(max_rows) * (6 + 8 * kMaxDraftSupport);
+}
+
+size_t Limits::MaxForwardBytes() const {
+  return kForwardFixed + static_cast<size_t>(max_seqs) * kRouting + MaxOutputBytes() +
+         static_cast<size_t>(max_rows) * WireRowBytes(WireType::kF32, d_model);
+}
+
+size_t Limits::MaxResultBytes() const {
+  const size_t per_row = 8 + 8ull * max_top_k + 4ull * n_vocab;
+  return 12 + static_cast<size_t>(max_seqs) * 12 + static_cast<size_t>(max_rows) * per_row;
+}
+
+std::vector<uint8_t> EncodeForwardHeader(const ForwardHeader& h) {
+  Encoder outputs;
+  EncodeOutputs(h, outputs);
+  Encoder e;
+  e.Put<uint64_t>(h.id);
+  e.Put<uint8_t>(static_cast<uint8_t>(h.wire));
+  e.Put<uint8_t>(0);
+  e.Put<uint16_t>(0);
+  e.Put<int32_t>(h.dim);
+  e.Put<uint32_t>(static_cast<uint32_t>(h.seqs.size()));
+  for (const SeqRows& s : h.seqs) {
+    e.Put<int32_t>(s.seq);
+    e.Put<int32_t>(s.start_pos);
+    e.Put<int32_t>(s.n_rows);
+  }
+  e.Put<uint32_t>(static_cast<uint32_t>(outputs.bytes().size()));
+  e.PutBytes(outputs.bytes());
+  return std::move(e.bytes());
+}
+
+Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, bool outputs,
+                     ForwardHeader& h, std::span<const uint8_t>& activations) {
+  Decoder d(payload, "forward");
+  uint8_t wire = 0, pad8 = 0;
+  uint16_t pad16 = 0;
+  uint32_t n_seqs = 0, output_bytes = 0;
+  DAISY_RETURN_IF_ERROR(d.Get(h.id));
+  DAISY_RETURN_IF_ERROR(d.Get(wire));
+  DAISY_RETURN_IF_ERROR(d.Get(pad8));
+  DAISY_RETURN_IF_ERROR(d.Get(pad16));
+  DAISY_RETURN_IF_ERROR(d.Get(h.dim));
+  DAISY_RETURN_IF_ERROR(d.Get(n_seqs));
+  if (wire > static_cast<uint8_t>(WireType::kQ8_0)) return DataLoss("forward: unknown wire type %u", wire);
+  h.wire = static_cast<WireType>(wire);
+  if (h.dim != limits.d_model) {
+    return DataLoss("forward: rows of %d values, this stage takes %d", h.dim, limits.d_model);
+  }
+  if (n_seqs == 0 || n_seqs > static_cast<uint32_t>(limits.max_seqs)) {
+    return DataLoss("forward: %u sequences (1 to %d allowed)", n_seqs, limits.max_seqs);
+  }
+  h.seqs.assign(n_seqs, SeqRows{});
+  int64_t rows = 0;
+  for (SeqRows& s : h.seqs) {
+    DAISY_RETURN_IF_ERROR(d.Get(s.seq));
+    DAISY_RETURN_IF_ERROR(d.Get(s.start_pos));
+    DAISY_RETURN_IF_ERROR(d.Get(s.n_rows));
+    if (s.seq < 0 || s.start_pos < 0 || s.n_rows < 1 || s.n_rows > limits.max_rows) {
+      return DataLoss("forward: bad sequence entry (seq %d, start %d, %d rows)", s.seq,
+                      s.start_pos, s.n_rows);
     }
     rows += s.n_rows;
-    if (rows > limits.max_rows) {
-      return DataLoss("forward: more than %d rows", limits.max_rows);
-    }
+    if (rows > limits.max_rows) return DataLoss("forward: more than %d rows", limits.max_rows);
   }
+  // The last stage's section: read there, passed over (and on, unchanged) everywhere else.
+  DAISY_RETURN_IF_ERROR(d.Get(output_bytes));
+  if (output_bytes > limits.MaxOutputBytes()) {
+    return DataLoss("forward: %u bytes of output requests (at most %zu)", output_bytes, limits.MaxOutputBytes());
+  }
+  std::span<const uint8_t> section;
+  DAISY_RETURN_IF_ERROR(d.GetBytes(output_bytes, section));
+  if (outputs) DAISY_RETURN_IF_ERROR(DecodeOutputs(section, limits, h));
   if (h.wire == WireType::kQ8_0 && h.dim % kernels::kQ8BlockSize != 0) {
     return DataLoss("forward: q8_0 rows need a multiple of 32 values");
   }
@@ -308,121 +335,6 @@ Status DecodeResult(std::span<const uint8_t> payload, const Limits& limits, Resu
     }
   }
   return d.ExpectEnd();
-}
-
-ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<const float> logits,
-                         int n_vocab) {
-  ResultMsg r;
-  r.id = id;
-  size_t at = 0;
-  std::vector<int32_t> order;
-  for (const SeqRows& s : seqs) {
-    SeqResult sr;
-    sr.seq = s.seq;
-    const int n = LogitRows(s);
-    if (s.out.kind == OutputKind::kVerify) {
-      Verify(s.out, logits.subspan(at * n_vocab, static_cast<size_t>(n) * n_vocab), n_vocab, sr.rows);
-      at += n;
-      r.seqs.push_back(std::move(sr));
-      continue;
-    }
-    for (int i = 0; i < n; ++i, ++at) {
-      const std::span<const float> l = logits.subspan(at * n_vocab, n_vocab);
-      RowOutput row;
-      const double log_z = runtime::LogSumExp(l);
-      switch (s.out.kind) {
-        case OutputKind::kNone: break;
-        case OutputKind::kArgmax:
-        case OutputKind::kLogits:
-          row.token = runtime::Sampler::Argmax(l);
-          if (s.out.kind == OutputKind::kLogits) row.logits.assign(l.begin(), l.end());
-          break;
-        case OutputKind::kTopK:
-          runtime::TopK(l, s.out.top_k, order);
-          for (int32_t t : order) row.top.push_back({t, static_cast<float>(l[t] - log_z)});
-          row.token = order[0];
-          break;
-        case OutputKind::kVerify: break;  // handled above
-        case OutputKind::kSample: {
-          runtime::Sampler sampler(s.out.sampling);
-          // With all_rows, row i's token sits at position - (n - 1) + i.
-          const uint64_t pos = s.out.position + i - (n - 1);
-          row.token = sampler.Sample(l, s.out.history, pos);
-          break;
-        }
-      }
-      row.logprob = row.token >= 0 ? static_cast<float>(l[row.token] - log_z) : 0.0f;
-      sr.rows.push_back(std::move(row));
-    }
-    r.seqs.push_back(std::move(sr));
-  }
-  return r;
-}
-
-void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, std::vector<RowOutput>& rows) {
-  const runtime::SamplingParams& sp = out.sampling;
-  const bool penalty = sp.repeat_penalty != 1.0f && sp.repeat_last_n != 0;
-  const bool greedy = sp.temperature <= 0;
-  runtime::Sampler sampler(sp);
-  std::vector<int32_t> history = out.history;  // grows with the accepted drafts (penalty)
-  std::vector<runtime::Sampler::Weighted> p;
-  const int k = static_cast<int>(out.draft.size());
-  auto emit = [&](std::span<const float> l, int32_t token) {
-    rows.push_back({token, static_cast<float>(l[token] - runtime::LogSumExp(l)), {}, {}});
-  };
-  for (int i = 0; i <= k; ++i) {
-    const std::span<const float> l = logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab);
-    const uint64_t pos = out.position + i;
-    if (greedy) {
-      // What plain greedy decoding would pick here; a draft survives only if it is that token.
-      const int32_t want = penalty ? sampler.Sample(l, history, pos) : runtime::Sampler::Argmax(l);
-      if (i < k && out.draft[i] == want) {
-        emit(l, want);
-        history.push_back(want);
-        continue;
-      }
-      emit(l, want);
-      return;
-    }
-    if (i == k) {  // every draft accepted: the bonus token, drawn as plain sampling would
-      emit(l, sampler.Sample(l, history, pos));
-      return;
-    }
-    // Speculative sampling: accept draft d with probability min(1, p(d) / q(d)); on a reject,
-    // draw from max(0, p - q) renormalised. The output is distributed as p exactly.
-    const double total = sampler.Distribution(l, history, p);
-    const int32_t d = out.draft[i];
-    auto q_of = [&](int32_t id) -> double {
-      if (out.draft_q[i].empty()) return id == d ? 1.0 : 0.0;
-      for (auto [qid, prob] : out.draft_q[i]) {
-        if (qid == id) return prob;
-      }
-      return 0.0;
-    };
-    double p_d = 0;
-    for (const auto& c : p) p_d += c.id == d ? c.weight / total : 0.0;
-    const double q_d = q_of(d);
-    if (q_d > 0 && runtime::Sampler::Uniform(sp.seed, pos, 1) * q_d < p_d) {
-      emit(l, d);
-      history.push_back(d);
-      continue;
-    }
-    double residual = 0;
-    for (auto& c : p) {
-      c.weight = std::max(0.0, c.weight / total - q_of(c.id));
-      residual += c.weight;
-    }
-    int32_t pick = p.front().id;  // (only if rounding left no residual mass)
-    double u = runtime::Sampler::Uniform(sp.seed, pos, 2) * residual;
-    for (const auto& c : p) {
-      if (c.weight <= 0) continue;
-      pick = c.id;
-      u -= c.weight;
-      if (u < 0) break;
-    }
-    emit(l, pick);
-    return;
-  }
 }
 
 }  // namespace daisy::pipeline

@@ -27,6 +27,8 @@ enum MessageType : uint16_t {
   kResult = 22,
   kRelease = 23,     // coordinator -> every worker: u32 count, i32 seq ids
   kError = 24,       // worker -> coordinator: u64 forward id (0: none), message
+  kPing = 25,        // coordinator -> worker: u64 nonce
+  kPong = 26,        // worker -> coordinator: u64 nonce, u64 last forward finished, u64 forward in progress
 };
 
 enum class WireType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8_0 = 3 };
@@ -100,28 +102,25 @@ struct Limits {
   int max_top_k = 1000;
   int d_model = 0;
   int n_vocab = 0;
-  // The largest Forward / Result frame these limits allow.
+  // The largest Forward / Result frame these limits allow, and the largest section of output
+  // requests a Forward may carry.
   size_t MaxForwardBytes() const;
+  size_t MaxOutputBytes() const;
   size_t MaxResultBytes() const;
 };
 
-// Encodes the header (the activations follow as a second piece of the same frame).
+// Encodes the header (the activations follow as a second piece of the same frame): the routing
+// every stage reads (sequence, start position and rows of each sequence), then the output
+// requests only the last stage reads, as one length-prefixed section.
 std::vector<uint8_t> EncodeForwardHeader(const ForwardHeader& h);
-// Decodes and checks a Forward: sequence entries, row counts and activation bytes against
-// `limits`; `activations` points into `payload`.
-Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, ForwardHeader& h,
-                     std::span<const uint8_t>& activations);
+// Decodes and checks a Forward against `limits`: sequence entries, row counts and activation
+// bytes; `activations` points into `payload`, and the header bytes before them can be passed on
+// to the next stage unchanged. The output requests are decoded and checked only when `outputs`
+// (the last stage); elsewhere the section is bounded and skipped, and h.seqs[i].out stays default.
+Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, bool outputs,
+                     ForwardHeader& h, std::span<const uint8_t>& activations);
 
 std::vector<uint8_t> EncodeResult(const ResultMsg& r);
 Status DecodeResult(std::span<const uint8_t> payload, const Limits& limits, ResultMsg& r);
-
-// The last stage's job: outputs for `seqs` from their rows' logits ([rows wanting logits,
-// n_vocab], in row order: every row when all_rows, else the sequence's last row; none for kNone).
-ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<const float> logits,
-                         int n_vocab);
-// The last stage's decision for one kVerify sequence: `logits` holds its n_rows rows.
-void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, std::vector<RowOutput>& rows);
-// Rows that need logits for these sequences, in order (per sequence: all, last or none).
-int LogitRows(const SeqRows& s);
 
 }  // namespace daisy::pipeline

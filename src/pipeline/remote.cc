@@ -5,10 +5,13 @@
 #include <openssl/rand.h>
 
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace daisy::pipeline {
 namespace {
 constexpr transport::Millis kConfigureTimeout(30000);
+using Clock = std::chrono::steady_clock;
+double Seconds(transport::Millis m) { return static_cast<double>(m.count()) / 1000.0; }
 }  // namespace
 
 Result<std::unique_ptr<RemoteChain>> RemoteChain::Connect(const RemoteOptions& options,
@@ -22,17 +25,22 @@ Result<std::unique_ptr<RemoteChain>> RemoteChain::Connect(const RemoteOptions& o
 RemoteChain::~RemoteChain() { Close(); }
 
 void RemoteChain::Close() {
-  std::vector<std::thread> readers;
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& c : conns_) c->Shutdown();
     conns_.clear();
-    readers.swap(readers_);
+    threads.swap(readers_);
+    if (pinger_.joinable()) threads.push_back(std::move(pinger_));
     ++generation_;
     if (broken_.empty()) broken_ = "closed";
   }
   cv_.notify_all();
-  for (auto& t : readers) t.join();
+  for (auto& t : threads) t.join();
+}
+
+std::string RemoteChain::Who(size_t worker) const {
+  return "worker " + o_.workers[worker].ToString() + " (stage " + std::to_string(local_.size() + worker) + ")";
 }
 
 Status RemoteChain::Build() {
@@ -85,9 +93,15 @@ Status RemoteChain::Build() {
   infos_ = std::move(infos);
   conns_ = std::move(conns);
   broken_.clear();
+  sent_.clear();
+  progress_.assign(conns_.size(), Pong{});
   const uint64_t gen = ++generation_;
   for (size_t i = 0; i < conns_.size(); ++i) {
     readers_.emplace_back([this, i, conn = conns_[i], gen] { ReadLoop(i, conn, gen); });
+  }
+  // Pongs say how far each worker got: a silence bound and a forward bound both need them.
+  if (o_.peer_timeout.count() > 0 || o_.forward_timeout.count() > 0) {
+    pinger_ = std::thread([this, gen] { PingLoop(gen); });
   }
   return Status::Ok();
 }
@@ -97,25 +111,58 @@ void RemoteChain::Fail(uint64_t generation, const std::string& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_ || !broken_.empty()) return;
     broken_ = why;
+    // Shutting the sockets down also wakes a sender blocked on a peer that reads nothing.
     for (auto& c : conns_) c->Shutdown();
   }
   DAISY_LOG_WARN("pipeline: %s", why.c_str());
   cv_.notify_all();
 }
 
+void RemoteChain::PingLoop(uint64_t gen) {
+  // Sends only: the readers judge silence (a ping blocked behind a full socket is harmless, as
+  // the reader of that link fails the ring, which shuts the socket and unblocks it).
+  std::vector<std::shared_ptr<transport::Connection>> conns;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns = conns_;
+  }
+  for (uint64_t nonce = 1;; ++nonce) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, o_.heartbeat, [&] { return generation_ != gen || !broken_.empty(); });
+      if (generation_ != gen || !broken_.empty()) return;
+    }
+    const std::vector<uint8_t> ping = EncodePing(nonce);
+    for (auto& c : conns) (void)c->Send(kPing, ping);
+  }
+}
+
 void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection> conn, uint64_t gen) {
   const bool last = worker + 1 == o_.workers.size();
-  const std::string who = "worker " + conn->peer() + " (stage " +
-                          std::to_string(local_.size() + worker) + ")";
+  const std::string who = Who(worker);
   while (true) {
-    auto f = conn->Receive(last ? limits_.MaxResultBytes() : kMaxControlFrame);
+    auto f = conn->Receive(last ? limits_.MaxResultBytes() : kMaxControlFrame, o_.peer_timeout);
     if (!f.ok()) {
-      Fail(gen, who + ": " + (f.status().code() == StatusCode::kUnavailable
-                                  ? "connection lost (" + f.status().message() + ")"
-                                  : f.status().message()));
+      std::string why = f.status().message();
+      if (f.status().code() == StatusCode::kDeadlineExceeded) {
+        why = StrFormat("no answer for %.0f s (the process is stopped or hung, or the network to it "
+                        "is cut)", Seconds(o_.peer_timeout));
+      } else if (f.status().code() == StatusCode::kUnavailable) {
+        why = "connection lost (" + why + ")";
+      }
+      Fail(gen, who + ": " + why);
       return;
     }
-    if (f->type == kResult && last) {
+    if (f->type == kPong) {
+      Pong p;
+      Status s = DecodePong(f->payload, p);
+      if (!s.ok()) {
+        Fail(gen, who + ": " + s.message());
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (generation_ == gen) progress_[worker] = p;
+    } else if (f->type == kResult && last) {
       ResultMsg r;
       Status s = DecodeResult(f->payload, limits_, r);
       if (!s.ok()) {
@@ -123,6 +170,7 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
         return;
       }
       std::lock_guard<std::mutex> lock(mu_);
+      sent_.erase(r.id);
       done_.emplace(r.id, std::move(r));
       cv_.notify_all();
     } else if (f->type == kError) {
@@ -134,6 +182,7 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
         return;
       }
       std::lock_guard<std::mutex> lock(mu_);
+      sent_.erase(id);
       done_.emplace(id, Unavailable("%s", message.c_str()));
       cv_.notify_all();
     } else {
@@ -149,6 +198,7 @@ Status RemoteChain::Send(const ForwardHeader& h, std::span<const float> hidden) 
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.empty()) return Unavailable("the pipeline is down: %s", broken_.c_str());
     first = conns_.front();
+    sent_[h.id] = Clock::now();
   }
   ForwardHeader out = h;
   out.wire = o_.wire;
@@ -169,13 +219,34 @@ Status RemoteChain::Send(const ForwardHeader& h, std::span<const float> hidden) 
   return Unavailable("the pipeline is down: worker %s: %s", first->peer().c_str(), s.message().c_str());
 }
 
+std::string RemoteChain::Laggard(uint64_t id) const {
+  for (size_t i = 0; i < progress_.size(); ++i) {
+    const Pong& p = progress_[i];
+    if (p.done >= id) continue;
+    return Who(i) + (p.nonce == 0   ? " has not reported its progress" :
+                     p.busy == id   ? " is still computing it" :
+                     p.done == 0    ? " has finished no forward" :
+                                      StrFormat(" has not finished it (by its last report it had finished forward %llu)",
+                                                static_cast<unsigned long long>(p.done)));
+  }
+  return "every worker has finished it, but no result arrived";
+}
+
 Result<ResultMsg> RemoteChain::Wait(uint64_t id) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto ready = [&] { return done_.count(id) != 0 || !broken_.empty(); };
+  const uint64_t gen = generation_;
   if (o_.forward_timeout.count() > 0) {
-    if (!cv_.wait_for(lock, o_.forward_timeout, ready)) {
-      return Unavailable("no result from the pipeline within %lld ms",
-                         static_cast<long long>(o_.forward_timeout.count()));
+    // The bound counts from the send: a forward queued behind others has no more time.
+    const auto it = sent_.find(id);
+    const auto deadline = (it != sent_.end() ? it->second : Clock::now()) + o_.forward_timeout;
+    if (!cv_.wait_until(lock, deadline, ready)) {
+      const std::string why = StrFormat("no result for forward %llu within %.0f s: %s",
+                                        static_cast<unsigned long long>(id), Seconds(o_.forward_timeout),
+                                        Laggard(id).c_str());
+      lock.unlock();
+      Fail(gen, why);
+      lock.lock();
     }
   } else {
     cv_.wait(lock, ready);
@@ -206,11 +277,17 @@ bool RemoteChain::broken() {
   return !broken_.empty();
 }
 
+std::string RemoteChain::why_broken() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
 Status RemoteChain::Reconnect() {
   Close();
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_.clear();
+    sent_.clear();
   }
   return Build();
 }

@@ -5,8 +5,15 @@
 // coordinator opened. Forwards go to the first worker; results come back from the last. Any lost
 // connection fails every pending forward at once with a message naming the worker; Reconnect()
 // builds the ring again.
+//
+// Silence is failure too: every worker is pinged every `heartbeat` and answers from its reader
+// thread, so a worker that answers nothing for `peer_timeout` (a stopped process, a hung host, a
+// cut cable that TCP has not noticed) fails the ring naming it; and a forward with no result
+// `forward_timeout` after it was sent fails the ring naming the first stage that has not
+// finished it (its pongs say which forward each worker finished last).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -28,7 +35,9 @@ struct RemoteOptions {
   int max_seqs = 64;
   int seq_capacity = 4096;
   transport::Millis connect_deadline{30000};  // keep retrying unreachable workers this long
-  transport::Millis forward_timeout{0};       // 0: wait for results as long as the links live
+  transport::Millis forward_timeout{300000};  // a forward's result, at most this after sending (0: no bound)
+  transport::Millis peer_timeout{10000};      // a worker silent this long fails the ring (0: never)
+  transport::Millis heartbeat{1000};          // how often each worker is pinged
 };
 
 class RemoteChain {
@@ -45,6 +54,8 @@ class RemoteChain {
   // Frees sequences on every worker.
   Status Release(std::span<const int32_t> seqs);
   bool broken();
+  // Why the ring is down ("" while it is up).
+  std::string why_broken();
   // Drops every link and builds the ring again (a restarted worker is picked up).
   Status Reconnect();
   const std::vector<shard::ShardInfo>& shards() const { return infos_; }
@@ -56,7 +67,12 @@ class RemoteChain {
   Status Build();
   void Close();
   void ReadLoop(size_t worker, std::shared_ptr<transport::Connection> conn, uint64_t generation);
+  void PingLoop(uint64_t generation);
   void Fail(uint64_t generation, const std::string& why);
+  // "worker HOST:PORT (stage i)"
+  std::string Who(size_t worker) const;
+  // Under mu_: the first worker that has not finished forward `id` (its pongs), with why.
+  std::string Laggard(uint64_t id) const;
 
   RemoteOptions o_;
   std::vector<shard::ShardInfo> local_;
@@ -69,6 +85,9 @@ class RemoteChain {
   uint64_t generation_ = 0;
   std::string broken_;  // why the current ring is down ("" while it is up)
   std::map<uint64_t, Result<ResultMsg>> done_;
+  std::map<uint64_t, std::chrono::steady_clock::time_point> sent_;  // forwards awaiting results
+  std::vector<Pong> progress_;  // per worker, its last pong
+  std::thread pinger_;
   uint64_t bytes_sent_ = 0;
 };
 

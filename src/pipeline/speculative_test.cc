@@ -12,6 +12,7 @@
 
 #include "model/generator.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/outputs.h"
 #include "pipeline/speculative.h"
 #include "pipeline/test_topology.h"
 #include "pipeline/worker.h"
@@ -457,7 +458,7 @@ TEST(Speculative, MalformedVerifyRequestsAreRefused) {
     bytes.insert(bytes.end(), rows.begin(), rows.end());
     ForwardHeader out;
     std::span<const uint8_t> a;
-    return DecodeForward(bytes, limits, out, a);
+    return DecodeForward(bytes, limits, /*outputs=*/true, out, a);
   };
   EXPECT_TRUE(decode(h).ok());
   ForwardHeader bad = h;
@@ -470,6 +471,31 @@ TEST(Speculative, MalformedVerifyRequestsAreRefused) {
   bad = h;
   bad.seqs[0].out.draft_q[0][1].second = 1.5f;
   EXPECT_NE(decode(bad).message().find("draft probability 1.5"), std::string::npos);
+  // A middle stage passes the requests on unread: a bad one is the last stage's to refuse, and
+  // the header bytes before the activations are forwarded as they are.
+  std::vector<uint8_t> bytes = EncodeForwardHeader(bad);
+  const size_t header_bytes = bytes.size();
+  std::vector<uint8_t> rows(12 * 4);
+  EncodeRows(WireType::kF32, act.data(), 3, 4, rows.data());
+  bytes.insert(bytes.end(), rows.begin(), rows.end());
+  ForwardHeader middle;
+  std::span<const uint8_t> a;
+  ASSERT_TRUE(DecodeForward(bytes, limits, /*outputs=*/false, middle, a).ok());
+  EXPECT_EQ(static_cast<size_t>(a.data() - bytes.data()), header_bytes);
+  EXPECT_EQ(middle.seqs[0].n_rows, 3);
+  EXPECT_EQ(middle.seqs[0].out.kind, OutputKind::kArgmax);  // default: not decoded
+  EXPECT_TRUE(middle.seqs[0].out.draft.empty());
+  // An oversized request section is refused even where it is not read.
+  Limits tight = limits;
+  tight.max_history = 0;
+  tight.max_rows = 3;
+  tight.max_seqs = 1;
+  ForwardHeader big = h;
+  big.seqs[0].out.history.assign(2000, 1);
+  std::vector<uint8_t> big_bytes = EncodeForwardHeader(big);
+  big_bytes.insert(big_bytes.end(), rows.begin(), rows.end());
+  const Status s2 = DecodeForward(big_bytes, tight, /*outputs=*/false, middle, a);
+  EXPECT_NE(s2.message().find("bytes of output requests"), std::string::npos) << s2.message();
 }
 
 }  // namespace

@@ -168,7 +168,8 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
         }
         t.session = session_;
         std::span<const uint8_t> act;
-        DAISY_RETURN_IF_ERROR(DecodeForward(f.payload, CurrentLimits(), t.header, act));
+        // Only the last stage reads the output requests; the others pass them on unread.
+        DAISY_RETURN_IF_ERROR(DecodeForward(f.payload, CurrentLimits(), shard_.info.head(), t.header, act));
         t.act_offset = static_cast<size_t>(act.data() - f.payload.data());
         t.act_bytes = act.size();
       }
@@ -176,6 +177,16 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
       t.payload = std::move(f.payload);
       Push(std::move(t));
       return Status::Ok();
+    }
+    case kPing: {
+      uint64_t nonce = 0;
+      DAISY_RETURN_IF_ERROR(DecodePing(f.payload, nonce));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (c->role != Conn::kCoordinator || c->session != session_) return InvalidArgument("a ping outside a session");
+      }
+      // Answered here, on the reader thread: a worker busy computing still answers at once.
+      return c->conn->Send(kPong, EncodePong({nonce, done_.load(), busy_.load()}));
     }
     case kRelease: {
       transport::Decoder d(f.payload, "release");
@@ -339,10 +350,13 @@ void Worker::ComputeLoop() {
     }
     const ForwardHeader& h = t.header;
     const int n = h.total_rows();
+    busy_ = h.id;
     hidden_in.resize(static_cast<size_t>(n) * h.dim);
     DecodeRows(h.wire, t.payload.data() + t.act_offset, n, h.dim, hidden_in.data());
     ResultMsg result;
     Status s = stage_->Run(h, {}, hidden_in, hidden_out, &result);
+    done_ = h.id;
+    busy_ = 0;
     if (!s.ok()) {
       if (coordinator) {
         Send(coordinator, kError,
@@ -354,11 +368,13 @@ void Worker::ComputeLoop() {
     if (shard_.info.head()) {
       if (coordinator) Send(coordinator, kResult, EncodeResult(result), {}, t.session);
     } else if (downstream) {
-      ForwardHeader out = h;
-      out.wire = wire;
+      // The header goes on as it came (the routing, and the last stage's requests unread), but
+      // for its wire type byte (offset 8), which says what this link carries.
+      std::vector<uint8_t> header(t.payload.begin(), t.payload.begin() + static_cast<std::ptrdiff_t>(t.act_offset));
+      header[8] = static_cast<uint8_t>(wire);
       std::vector<uint8_t> act(static_cast<size_t>(n) * WireRowBytes(wire, h.dim));
       EncodeRows(wire, hidden_out.data(), n, h.dim, act.data());
-      Send(downstream, kForward, EncodeForwardHeader(out), std::move(act), t.session);
+      Send(downstream, kForward, std::move(header), std::move(act), t.session);
     }
   }
 }

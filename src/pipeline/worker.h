@@ -7,6 +7,7 @@
 // forwards can be in flight. A malformed frame closes only that connection.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -61,6 +62,9 @@ class Worker {
   const kernels::KernelTable* kernels_;
   std::unique_ptr<runtime::ThreadPool> pool_;
   std::unique_ptr<LocalStage> stage_;  // compute thread only
+  // The last forward the compute thread finished, and the one it is computing (0: none): what
+  // a Pong reports.
+  std::atomic<uint64_t> done_{0}, busy_{0};
   transport::Listener listener_;
   uint16_t port_ = 0;
 

@@ -453,7 +453,7 @@ void Scheduler::Sweep() {
 }
 
 void Scheduler::Fail(const Status& why) {
-  const bool ring_down = pipe_.remote() != nullptr && pipe_.remote()->broken();
+  const bool ring_down = pipe_.broken();
   if (!ring_down) {
     // One forward failed (the rest of the ring is fine): end its sequences only.
     Batch& b = *in_flight_.front();

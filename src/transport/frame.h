@@ -18,7 +18,7 @@
 namespace daisy::transport {
 
 inline constexpr uint32_t kMagic = 0x31595344;  // "DSY1"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: forwards carry the output requests as one section; ping/pong
 inline constexpr size_t kHeaderBytes = 12;
 
 struct Frame {

@@ -109,15 +109,17 @@ Status Socket::SendAll(std::span<const std::span<const uint8_t>> pieces) {
 
 Status Socket::RecvAll(std::span<uint8_t> out, Millis timeout) {
   size_t got = 0;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // The bound is on silence: it restarts whenever bytes arrive, so a large frame arriving
+  // slowly is not cut off.
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   while (got < out.size()) {
     if (timeout.count() > 0) {
       const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return Unavailable("timed out");
+      if (left.count() <= 0) return DeadlineExceeded("timed out");
       pollfd p{fd_, POLLIN, 0};
       const int rc = ::poll(&p, 1, static_cast<int>(left.count()));
       if (rc < 0 && errno == EINTR) continue;
-      if (rc == 0) return Unavailable("timed out");
+      if (rc == 0) return DeadlineExceeded("timed out");
     }
     const ssize_t n = ::recv(fd_, out.data() + got, out.size() - got, 0);
     if (n == 0) return Unavailable("connection closed by the peer");
@@ -126,6 +128,7 @@ Status Socket::RecvAll(std::span<uint8_t> out, Millis timeout) {
       return Unavailable("receive failed: %s", std::strerror(errno));
     }
     got += static_cast<size_t>(n);
+    deadline = std::chrono::steady_clock::now() + timeout;
   }
   return Status::Ok();
 }

@@ -43,8 +43,8 @@ class Socket {
   // Writes all bytes of all pieces (one sendmsg per batch of pieces), or fails: Unavailable when
   // the peer is gone (no SIGPIPE).
   Status SendAll(std::span<const std::span<const uint8_t>> pieces);
-  // Reads exactly out.size() bytes. Unavailable on end of stream or error; DeadlineExceeded-like
-  // Unavailable("timed out") when `timeout` (> 0) passes with no complete read.
+  // Reads exactly out.size() bytes. Unavailable on end of stream or error; DeadlineExceeded
+  // ("timed out") when `timeout` (> 0) passes with no byte arriving.
   Status RecvAll(std::span<uint8_t> out, Millis timeout = Millis(0));
 
  private:

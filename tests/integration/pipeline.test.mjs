@@ -181,10 +181,10 @@ test("malformed and oversized frames close that connection; the worker keeps ser
   compile(model, out, ["--stages", "2"]);
   const ws = await startWorkers(out, 2);
   try {
-    const header = (type, len) => {
+    const header = (type, len, version = 2) => {
       const b = Buffer.alloc(12);
       b.write("DSY1", 0, "latin1");
-      b.writeUInt16LE(1, 4);
+      b.writeUInt16LE(version, 4);
       b.writeUInt16LE(type, 6);
       b.writeUInt32LE(len, 8);
       return b;
@@ -192,6 +192,7 @@ test("malformed and oversized frames close that connection; the worker keeps ser
     const t0 = Date.now();
     await sendRaw(ws[0].port, Buffer.alloc(100, 0xab));               // not a frame
     await sendRaw(ws[0].port, header(2, 0x7fffffff));                  // a 2 GB auth frame
+    await sendRaw(ws[0].port, header(2, 65, 1));                       // an older daisy
     // An open handshake, then a frame type that does not exist.
     await sendRaw(ws[0].port, Buffer.concat([header(2, 65), Buffer.alloc(65), header(999, 4), Buffer.alloc(4)]));
     assert.ok(Date.now() - t0 < 4000, "the worker must close bad connections promptly");
@@ -201,6 +202,7 @@ test("malformed and oversized frames close that connection; the worker keeps ser
     assert.match(ws[0].stderr(), /not a daisy frame/);
     assert.match(ws[0].stderr(), /exceeds the limit/);
     assert.match(ws[0].stderr(), /unexpected frame type 999/);
+    assert.match(ws[0].stderr(), /protocol version 1, this daisy speaks 2/);
   } finally {
     stop(ws);
   }
@@ -333,4 +335,75 @@ test("a cluster file describes the whole pipeline for the workers and the coordi
   assert.match(both.err, /--cluster lists the shards and workers: drop -m, --shard and --workers/);
   const coordStage = run(["worker", "--cluster", file, "--stage", "0"]);
   assert.match(coordStage.err, /stage 0 runs in the coordinator/);
+});
+
+// Runs `daisy <args>` in the background; resolves at its exit with {code, out, err, seconds}.
+function runInBackground(args) {
+  const proc = track(spawn(daisy, args));
+  let out = "", err = "";
+  proc.stdout.on("data", (d) => (out += d));
+  proc.stderr.on("data", (d) => (err += d));
+  const t0 = Date.now();
+  const done = new Promise((resolve) => proc.on("exit", (code) => resolve({code, out, err, seconds: (Date.now() - t0) / 1000})));
+  return {proc, done};
+}
+
+// Resolves once `w`'s stderr matches `re` (polling), or rejects after `ms`.
+async function waitForStderr(w, re, ms = 20000) {
+  const t0 = Date.now();
+  while (!re.test(w.stderr())) {
+    if (Date.now() - t0 > ms) throw new Error(`no ${re} in the worker's stderr: ${w.stderr()}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test("a worker that stops answering (SIGSTOP) fails the run within --peer-timeout, named; it serves again once continued", async () => {
+  const model = makeModel("stop", "q8_0", 61, 4);
+  const out = path.join(dir, "stop");
+  compile(model, out, ["--stages", "3"]);
+  const ws = await startWorkers(out, 3);
+  try {
+    // A long generation, stopped in the middle: the last worker freezes with its socket open.
+    const r = runInBackground(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws),
+                               "--ids", "1,2,3", "-n", "4000", "--ignore-eos", "--json", "-t", "1", "--peer-timeout", "2"]);
+    await waitForStderr(ws[1], /session [0-9a-f]+: .* -> coordinator/);
+    await new Promise((res) => setTimeout(res, 200));
+    const stopped = Date.now();
+    ws[1].proc.kill("SIGSTOP");
+    const res = await r.done;
+    const after = (Date.now() - stopped) / 1000;
+    assert.notEqual(res.code, 0, "the run must fail, not hang");
+    assert.match(res.err, new RegExp(`worker 127\\.0\\.0\\.1:${ws[1].port} \\(stage 2\\): no answer for 2 s`));
+    assert.ok(after < 2 + 6, `failed ${after.toFixed(1)} s after the stop (bound: 2 s of silence)`);
+    ws[1].proc.kill("SIGCONT");
+    // Continued, the worker takes a new session.
+    const j = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), "--ids", "1,2,3", "-n", "5", "--json"]).out);
+    assert.deepEqual(j.ids, lastJson(must(["run", "-m", model, "--ids", "1,2,3", "-n", "5", "--json"]).out).ids);
+  } finally {
+    for (const w of ws) w.proc.kill("SIGCONT");
+    stop(ws);
+  }
+});
+
+test("a forward that does not finish fails within --forward-timeout, naming the stage that has not finished it", async () => {
+  const model = makeModel("fwd", "q8_0", 62, 4);
+  const out = path.join(dir, "fwd");
+  compile(model, out, ["--stages", "2"]);
+  const ws = await startWorkers(out, 2);
+  try {
+    // Silence alone is not judged here (--peer-timeout 0): only the forward's bound.
+    const r = runInBackground(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws),
+                               "--ids", "1,2,3", "-n", "4000", "--ignore-eos", "--json", "-t", "1",
+                               "--peer-timeout", "0", "--forward-timeout", "2"]);
+    await waitForStderr(ws[0], /session [0-9a-f]+: .* -> coordinator/);
+    await new Promise((res) => setTimeout(res, 200));
+    ws[0].proc.kill("SIGSTOP");
+    const res = await r.done;
+    assert.notEqual(res.code, 0);
+    assert.match(res.err, new RegExp(`no result for forward \\d+ within 2 s: worker 127\\.0\\.0\\.1:${ws[0].port} \\(stage 1\\)`));
+    assert.ok(res.seconds < 60);
+  } finally {
+    for (const w of ws) w.proc.kill("SIGCONT");
+    stop(ws);
+  }
 });
