@@ -183,7 +183,7 @@ Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, 
   spec->pair = (target.shards.empty() ? "model " + FileIdentity(f.model)
                                       : "model fingerprint " + target.shards.front().info.fingerprint) +
                ", " + (s.lookup ? std::string("prompt lookup") : "draft " + FileIdentity(s.draft));
-  if (s.lookup) spec->drafter = std::make_unique<pipeline::LookupDrafter>();
+  if (s.lookup) spec->drafter = std::make_unique<coord::LookupDrafter>();
   if (s.draft.empty()) return spec;
   CoordinatorFlags df;
   df.model = s.draft;
@@ -210,7 +210,7 @@ Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, 
   auto pipe = MakePipeline(df, spec->draft, ctx, max_seqs);
   if (!pipe.ok()) return Status(pipe.status().code(), "--draft: " + pipe.status().message());
   spec->draft_pipe = std::move(*pipe);
-  spec->drafter = std::make_unique<pipeline::ModelDrafter>(*spec->draft_pipe, std::max(1, f.batch));
+  spec->drafter = std::make_unique<coord::ModelDrafter>(*spec->draft_pipe, std::max(1, f.batch));
   return spec;
 }
 

@@ -11,7 +11,9 @@
 #include "kernels/kernel_table.h"
 #include "model/model.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/speculative.h"
+#include "coord/drafter.h"
+#include "coord/generate.h"
+#include "coord/k_controller.h"
 #include "shard/load.h"
 #include "tokenizer/tokenizer.h"
 
@@ -85,7 +87,7 @@ struct Speculation {
   std::string pair;
   Loaded draft;                                // --draft: the draft model
   std::unique_ptr<pipeline::Pipeline> draft_pipe;
-  std::unique_ptr<pipeline::Drafter> drafter;  // null without --draft or --lookup
+  std::unique_ptr<coord::Drafter> drafter;  // null without --draft or --lookup
 };
 // Checks the flags; loads the draft (same threads, kernels and weight handling as the target)
 // and checks that it shares the target's vocabulary token for token.

@@ -14,11 +14,13 @@
 #include "model/model.h"
 #include "pipeline/cluster.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/speculative.h"
+#include "coord/drafter.h"
+#include "coord/generate.h"
+#include "coord/k_controller.h"
 #include "runtime/generate.h"
 #include "shard/load.h"
 #include "runtime/stage.h"
-#include "serve/spec_profile.h"
+#include "coord/spec_profile.h"
 #include "tokenizer/tokenizer.h"
 
 namespace daisy::apps {
@@ -76,21 +78,21 @@ int Run(const RunFlags& f) {
   // Room for the drafted rows a verify appends past the last kept token.
   auto pipe = MakePipeline(f, l, ctx + (f.spec.any() ? f.spec.k_max + 1 : 0), 1);
   if (!pipe.ok()) return Fail(pipe.status().message());
-  pipeline::GenerateOptions options;
+  coord::GenerateOptions options;
   options.max_tokens = f.n_predict;
   options.prefill_chunk = f.batch;
   options.sampling = f.sampling;
   auto spec = MakeSpeculation(f.spec, f, l, ctx + f.spec.k_max + 1, 1);
   if (!spec.ok()) return Fail(spec.status().message());
-  pipeline::Drafter* drafter = (*spec)->drafter.get();
+  coord::Drafter* drafter = (*spec)->drafter.get();
   options.drafter = drafter;
   options.spec_k = f.spec.k;
   options.spec_k_max = f.spec.k_max;
-  pipeline::KController k_control(f.spec.k, f.spec.k_max);
+  coord::KController k_control(f.spec.k, f.spec.k_max);
   options.k_control = &k_control;
   bool restored = false;
   if (!f.spec.profile.empty()) {
-    auto r = serve::LoadSpecProfile(f.spec.profile, (*spec)->pair, k_control);
+    auto r = coord::LoadSpecProfile(f.spec.profile, (*spec)->pair, k_control);
     if (!r.ok()) return Fail(r.status().message());
     restored = *r;
   }
@@ -106,11 +108,11 @@ int Run(const RunFlags& f) {
     }
     return true;
   };
-  pipeline::GenerateStats stats;
-  auto ids = pipeline::Generate(**pipe, 0, *prompt, options, on_token, &stats);
+  coord::GenerateStats stats;
+  auto ids = coord::Generate(**pipe, 0, *prompt, options, on_token, &stats);
   if (!ids.ok()) return Fail(ids.status().message());
   if (!f.spec.profile.empty()) {
-    const Status saved = serve::SaveSpecProfile(f.spec.profile, (*spec)->pair, k_control);
+    const Status saved = coord::SaveSpecProfile(f.spec.profile, (*spec)->pair, k_control);
     if (!saved.ok()) DAISY_LOG_WARN("%s", saved.message().c_str());
   }
   const std::string rest = stream.Flush();

@@ -11,10 +11,12 @@
 #include "base/log.h"
 #include "base/memory_stats.h"
 #include "base/strings.h"
-#include "pipeline/speculative.h"
+#include "coord/drafter.h"
+#include "coord/generate.h"
+#include "coord/k_controller.h"
 #include "serve/http_server.h"
-#include "serve/scheduler.h"
-#include "serve/spec_profile.h"
+#include "coord/scheduler.h"
+#include "coord/spec_profile.h"
 #include "transport/net.h"
 
 namespace daisy::apps {
@@ -68,7 +70,7 @@ int Serve(const ServeFlags& f) {
   auto spec = MakeSpeculation(f.spec, f, l, ctx, 2 * f.max_seqs);
   if (!spec.ok()) return Fail(spec.status().message());
   const int stages = StageCount(**pipe);
-  serve::SchedulerOptions so;
+  coord::SchedulerOptions so;
   so.micro_batches = f.micro_batches > 0 ? f.micro_batches : stages;
   so.max_seqs = f.max_seqs;
   so.max_queue = f.queue;
@@ -80,18 +82,18 @@ int Serve(const ServeFlags& f) {
   so.drafter = (*spec)->drafter.get();
   so.spec_k = f.spec.k;
   so.spec_k_max = f.spec.k_max;
-  std::optional<pipeline::KController> profile;
+  std::optional<coord::KController> profile;
   if (!f.spec.profile.empty()) {
     profile.emplace(f.spec.k, f.spec.k_max, so.max_batch_rows);
-    auto r = serve::LoadSpecProfile(f.spec.profile, (*spec)->pair, *profile);
+    auto r = coord::LoadSpecProfile(f.spec.profile, (*spec)->pair, *profile);
     if (!r.ok()) return Fail(r.status().message());
     if (*r) so.spec_start = &*profile;
-    so.on_learned = [path = f.spec.profile, pair = (*spec)->pair](const pipeline::KController& k) {
-      const Status saved = serve::SaveSpecProfile(path, pair, k);
+    so.on_learned = [path = f.spec.profile, pair = (*spec)->pair](const coord::KController& k) {
+      const Status saved = coord::SaveSpecProfile(path, pair, k);
       if (!saved.ok()) DAISY_LOG_WARN("%s", saved.message().c_str());
     };
   }
-  serve::Scheduler scheduler(**pipe, so);
+  coord::Scheduler scheduler(**pipe, so);
   serve::HttpOptions ho;
   ho.host = http->host;
   ho.port = http->port;

@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/kcontroller_sim.h"
+#include "coord/k_controller_sim.h"
 
 namespace {
 
-using daisy::pipeline::KController;
+using daisy::coord::KController;
 
 struct Costs {
   std::vector<double> verify_ms;  // per K from 0; continued along its last step
@@ -98,7 +98,7 @@ double Replay(const Text& text, const Costs& c, int fixed_k, int k_max, uint32_t
   if (profile != nullptr && profile->has_value()) k_control.Restore(**profile);
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-0.5, 0.5);
-  const double seconds = daisy::pipeline::GenerateText(
+  const double seconds = daisy::coord::GenerateText(
       k_control, text.predicted, 1, static_cast<int>(text.predicted.size()), c.draft_ms / 1000,
       [&](int k) { return c.Verify(k) * (1 + c.noise * u(rng)) / 1000; },
       text.confidence.empty() ? nullptr : &text.confidence);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "model/generator.h"
@@ -39,6 +40,49 @@ struct Env {
 Env& TheEnv() {
   static Env* env = new Env();
   return *env;
+}
+
+// Greedy decoding through `p` with Submit/Wait alone (the coordinator's loops live in coord/;
+// this is the pipeline on its own): the prompt's chunks all submitted before any is awaited,
+// then one row per token; `on_token` sees each token. Frees the sequence at the end.
+Result<std::vector<int32_t>> Greedy(Pipeline& p, int32_t seq, const std::vector<int32_t>& prompt, int n,
+                                    size_t chunk = 7, const std::function<void()>& on_token = {}) {
+  std::vector<uint64_t> ids;
+  Status failed = Status::Ok();
+  for (size_t begin = 0; begin < prompt.size() && failed.ok(); begin += chunk) {
+    const size_t end = std::min(prompt.size(), begin + chunk);
+    ForwardHeader h;
+    h.id = p.NextId();
+    h.dim = p.config().d_model;
+    h.seqs.push_back({seq, static_cast<int32_t>(begin), static_cast<int32_t>(end - begin), {}});
+    if (end < prompt.size()) h.seqs.back().out.kind = OutputKind::kNone;
+    failed = p.Submit(h, std::span(prompt).subspan(begin, end - begin));
+    if (failed.ok()) ids.push_back(h.id);
+  }
+  std::vector<int32_t> out;
+  for (uint64_t id : ids) {
+    auto r = p.Wait(id);
+    if (!r.ok() && failed.ok()) failed = r.status();
+    if (r.ok() && id == ids.back() && failed.ok()) out.push_back(r->seqs.at(0).rows.at(0).token);
+  }
+  while (failed.ok() && static_cast<int>(out.size()) < n) {
+    if (on_token) on_token();
+    ForwardHeader h;
+    h.id = p.NextId();
+    h.dim = p.config().d_model;
+    h.seqs.push_back({seq, static_cast<int32_t>(prompt.size() + out.size() - 1), 1, {}});
+    const int32_t last[1] = {out.back()};
+    auto r = p.Forward(h, last);
+    if (!r.ok()) {
+      failed = r.status();
+      break;
+    }
+    out.push_back(r->seqs.at(0).rows.at(0).token);
+  }
+  const int32_t s[1] = {seq};
+  (void)p.Release(s);
+  if (!failed.ok()) return failed;
+  return out;
 }
 
 runtime::StageOptions Opts(const shard::ShardInfo& i) {
@@ -98,12 +142,9 @@ std::vector<int32_t> Monolithic(const std::vector<int32_t>& prompt, int n) {
   o.seq_capacity = 256;
   o.max_seqs = 8;
   Pipeline p({m->get()}, {o}, kernels::BestKernels(), pool, nullptr);
-  GenerateOptions g;
-  g.max_tokens = n;
-  g.prefill_chunk = 7;
-  auto ids = Generate(p, 0, prompt, g, nullptr, nullptr);
-  EXPECT_TRUE(ids.ok());
-  return *ids;
+  auto ids = Greedy(p, 0, prompt, n);
+  EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
 }
 
 TEST(Pipeline, ThreeStagesOverTcpMatchTheMonolithicModel) {
@@ -112,10 +153,7 @@ TEST(Pipeline, ThreeStagesOverTcpMatchTheMonolithicModel) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   for (int salt : {1, 2, 3}) {
     const auto prompt = Prompt(9 + salt * 5, salt);
-    GenerateOptions g;
-    g.max_tokens = 24;
-    g.prefill_chunk = 7;  // several prefill chunks in flight at once
-    auto ids = Generate(*(*c)->p, salt, prompt, g, nullptr, nullptr);
+    auto ids = Greedy(*(*c)->p, salt, prompt, 24, 7);  // several prefill chunks in flight at once
     ASSERT_TRUE(ids.ok()) << ids.status().ToString();
     EXPECT_EQ(*ids, Monolithic(prompt, 24)) << "prompt " << salt;
   }
@@ -163,9 +201,7 @@ TEST(Pipeline, ClusterKeyIsRequiredAndChecked) {
       << wrong.status().message();
   auto right = Connect({w1->port(), w2->port()}, key);
   ASSERT_TRUE(right.ok()) << right.status().ToString();
-  GenerateOptions g;
-  g.max_tokens = 8;
-  auto ids = Generate(*(*right)->p, 0, Prompt(5, 9), g, nullptr, nullptr);
+  auto ids = Greedy(*(*right)->p, 0, Prompt(5, 9), 8);
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();
   EXPECT_EQ(*ids, Monolithic(Prompt(5, 9), 8));
   // An open worker is refused by a keyed coordinator.
@@ -205,9 +241,7 @@ TEST(Pipeline, MalformedFramesCloseOnlyThatConnection) {
     EXPECT_EQ(n, 0) << "connection not closed";
     EXPECT_LT(total, 200u);  // the hello, perhaps a refusal, nothing else
   }
-  GenerateOptions g;
-  g.max_tokens = 6;
-  auto ids = Generate(*(*c)->p, 0, Prompt(5, 4), g, nullptr, nullptr);
+  auto ids = Greedy(*(*c)->p, 0, Prompt(5, 4), 6);
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();
   EXPECT_EQ(*ids, Monolithic(Prompt(5, 4), 6));
 }
@@ -217,17 +251,12 @@ TEST(Pipeline, AWorkerThatDiesFailsTheRequestAndIsPickedUpAgain) {
   const uint16_t port2 = w2->port();
   auto c = Connect({w1->port(), port2});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  GenerateOptions g;
-  g.max_tokens = 200;
   int seen = 0;
   std::thread killer;
   const auto t0 = std::chrono::steady_clock::now();
-  auto ids = Generate(*(*c)->p, 0, Prompt(5, 6), g,
-                      [&](int32_t) {
-                        if (++seen == 5) killer = std::thread([&] { w2->Stop(); });
-                        return true;
-                      },
-                      nullptr);
+  auto ids = Greedy(*(*c)->p, 0, Prompt(5, 6), 200, 7, [&] {
+    if (++seen == 5) killer = std::thread([&] { w2->Stop(); });
+  });
   killer.join();
   ASSERT_FALSE(ids.ok());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
@@ -239,8 +268,7 @@ TEST(Pipeline, AWorkerThatDiesFailsTheRequestAndIsPickedUpAgain) {
   // The worker comes back on the same port; the coordinator rebuilds the ring.
   auto again = StartWorker(2, port2);
   ASSERT_TRUE((*c)->p->Recover().ok());
-  g.max_tokens = 10;
-  auto ok = Generate(*(*c)->p, 0, Prompt(5, 6), g, nullptr, nullptr);
+  auto ok = Greedy(*(*c)->p, 0, Prompt(5, 6), 10);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(*ok, Monolithic(Prompt(5, 6), 10));
 }

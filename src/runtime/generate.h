@@ -1,5 +1,5 @@
 // Teacher-forced scoring through a whole-model Stage: log-probabilities at every position
-// (`daisy score`). Generation goes through pipeline::Generate on every topology.
+// (`daisy score`). Generation goes through coord::Generate on every topology.
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,13 @@
 
 namespace daisy::serve {
 
+using coord::Finish;
+using coord::FinishName;
+using coord::Request;
+using coord::RequestParams;
+using coord::Scheduler;
+using coord::SchedulerMetrics;
+
 using json = nlohmann::json;
 
 struct HttpServer::Counters {

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "serve/chat.h"
-#include "serve/scheduler.h"
+#include "coord/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -36,7 +36,7 @@ class HttpServer {
   // Binds and starts serving on a background thread. `chat_template` is the model's
   // tokenizer.chat_template (chat requests are refused with a clear error when daisy cannot
   // render it).
-  static Result<std::unique_ptr<HttpServer>> Start(HttpOptions options, Scheduler& scheduler,
+  static Result<std::unique_ptr<HttpServer>> Start(HttpOptions options, coord::Scheduler& scheduler,
                                                    const tokenizer::Tokenizer& tokenizer,
                                                    const std::string& chat_template);
   ~HttpServer();
@@ -46,11 +46,11 @@ class HttpServer {
   struct Counters;
 
  private:
-  HttpServer(HttpOptions o, Scheduler& s, const tokenizer::Tokenizer& t);
+  HttpServer(HttpOptions o, coord::Scheduler& s, const tokenizer::Tokenizer& t);
   void Routes();
 
   HttpOptions o_;
-  Scheduler& scheduler_;
+  coord::Scheduler& scheduler_;
   const tokenizer::Tokenizer& tokenizer_;
   Result<ChatFormat> chat_ = Unimplemented("no chat template");
   std::unique_ptr<httplib::Server> server_;

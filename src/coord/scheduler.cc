@@ -1,10 +1,10 @@
-#include "serve/scheduler.h"
+#include "coord/scheduler.h"
 
 #include <algorithm>
 
 #include "base/log.h"
 
-namespace daisy::serve {
+namespace daisy::coord {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -63,16 +63,11 @@ struct Scheduler::Seq {
   std::shared_ptr<Request> req;
   int32_t id = 0;       // the pipeline's sequence id: never reused while the server runs
   int group = 0;
-  size_t prefilled = 0;  // prompt rows sent
-  std::vector<int32_t> history;  // prompt, then generated tokens
-  int generated = 0;
+  std::unique_ptr<KController> k;  // speculating sequences only (before dec: dec borrows it)
+  std::unique_ptr<SeqDecoder> dec;  // its prompt, history, drafts: the decode step (decode.h)
+  int delivered = 0;    // tokens handed to the request
   bool in_flight = false;
   bool done = false;
-  // Speculative decoding: the drafts in flight (empty: a plain step) and the K controller.
-  std::vector<int32_t> draft;
-  std::vector<pipeline::DraftDistribution> q;
-  std::vector<float> confidence;  // the draft model's in each draft (KController::MoreDrafts)
-  std::unique_ptr<pipeline::KController> k;
 };
 
 struct Scheduler::Batch {
@@ -95,7 +90,7 @@ Scheduler::Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options)
   metrics_.max_seqs = o_.max_seqs;
   metrics_.seq_capacity = o_.seq_capacity;
   metrics_.micro_batches = o_.micro_batches;
-  metrics_.spec_k_start = pipeline::KController(o_.spec_k, o_.spec_k_max).current_k();
+  metrics_.spec_k_start = KController(o_.spec_k, o_.spec_k_max).current_k();
   times_.emplace(o_.spec_k, o_.spec_k_max, o_.max_batch_rows);
   if (o_.spec_start != nullptr) {
     times_->StartFrom(*o_.spec_start);
@@ -157,7 +152,7 @@ void Scheduler::Recount() {  // under mu_
   metrics_.active = static_cast<int>(active_.size());
   metrics_.in_flight = static_cast<int>(in_flight_.size());
   uint64_t kv = 0;
-  for (const auto& s : active_) kv += s->history.size();
+  for (const auto& s : active_) kv += s->dec->history().size();
   metrics_.kv_positions = kv;
 }
 
@@ -178,13 +173,14 @@ bool Scheduler::Admit() {
     std::vector<int> members(o_.micro_batches, 0);
     for (const auto& a : active_) ++members[a->group];
     s->group = static_cast<int>(std::min_element(members.begin(), members.end()) - members.begin());
-    s->history = r->params().prompt;
     if (o_.drafter != nullptr && r->params().speculate) {
-      s->k = std::make_unique<pipeline::KController>(SpecK(r->params()), o_.spec_k_max, o_.max_batch_rows);
+      s->k = std::make_unique<KController>(SpecK(r->params()), o_.spec_k_max, o_.max_batch_rows);
       // StartFrom ignores a controller of another kind (fixed K against adaptive).
       if (learned_k_) s->k->StartFrom(*learned_k_);
       if (SpecK(r->params()) == o_.spec_k) s->k->ShareTimes(*times_);
     }
+    s->dec = std::make_unique<SeqDecoder>(s->id, r->params().prompt, r->params().sampling,
+                                          r->params().max_tokens, s->k.get());
     s->req = std::move(r);
     active_.push_back(std::move(s));
     any = true;
@@ -208,71 +204,17 @@ void Scheduler::End(Seq& s, Finish f, Status error) {
 }
 
 void Scheduler::DraftFor(int group) {
-  std::vector<pipeline::DraftJob> jobs;
-  std::vector<Seq*> whose;
-  std::vector<Seq*> decoding;
+  if (o_.drafter == nullptr) return;
+  std::vector<SeqDecoder*> decoding;
   for (auto& sp : active_) {
-    Seq& s = *sp;
-    if (s.group != group || s.in_flight || s.done || s.prefilled < s.req->params().prompt.size()) continue;
-    s.draft.clear();
-    s.q.clear();
-    s.confidence.clear();
-    decoding.push_back(&s);
+    const Seq& s = *sp;
+    if (s.group == group && !s.in_flight && !s.done && s.dec->prompt_done()) decoding.push_back(s.dec.get());
   }
-  // The K of every drafting sequence, chosen together for the batch's rate.
-  std::vector<pipeline::KController*> controllers;
-  std::vector<int> caps;
-  int plain = 0;
-  for (Seq* s : decoding) {
-    if (!s->k) {
-      ++plain;
-      continue;
-    }
-    controllers.push_back(s->k.get());
-    // At most what is still wanted past the token the verify adds itself.
-    caps.push_back(s->req->params().max_tokens - s->generated - 1);
-  }
-  const std::vector<int> chosen = pipeline::KController::ChooseTogether(controllers, caps, plain);
-  int rows = 0;  // the batch's decode rows so far, as StartBatch will lay them out
-  size_t next = 0;
-  for (Seq* sp : decoding) {
-    Seq& s = *sp;
-    const int room = o_.max_batch_rows - rows;
-    if (room <= 0) break;
-    ++rows;
-    if (!s.k) continue;
-    const int k = std::min(chosen[next++], room - 1);
-    if (k <= 0) continue;
-    rows += k;
-    pipeline::DraftJob j;
-    j.seq = s.id;
-    j.history = s.history;
-    j.k = k;
-    j.sampling = &s.req->params().sampling;
-    // Alone in the batch (others' rows 0), the draft's confidences may end it early.
-    j.more = [c = s.k.get(), &rows, k](std::span<const float> conf) { return c->MoreDrafts(conf, rows - 1 - k); };
-    jobs.push_back(std::move(j));
-    whose.push_back(&s);
-  }
-  if (jobs.empty()) return;
-  const auto t0 = Clock::now();
-  o_.drafter->ProposeAll(jobs);
-  const double took = Since(t0);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    Seq& s = *whose[i];
-    pipeline::DraftJob& j = jobs[i];
-    // Each sequence is charged the draft forwards it was in (KController::Others).
-    s.k->Drafted(std::max(static_cast<int>(j.draft.size()), j.rows), j.seconds);
-    if (!j.status.ok()) {
-      DAISY_LOG_WARN("serve: drafting for sequence %d: %s", s.id, j.status.message().c_str());
-      continue;
-    }
-    s.draft = std::move(j.draft);
-    s.q = std::move(j.q);
-    s.confidence = std::move(j.confidence);
-  }
+  if (decoding.empty()) return;
+  const DraftReport r = DraftTogether(decoding, o_.max_batch_rows, *o_.drafter);
+  if (!r.status.ok()) DAISY_LOG_WARN("serve: %s", r.status.message().c_str());
   std::lock_guard lock(mu_);
-  metrics_.draft_seconds += took;
+  metrics_.draft_seconds += r.seconds;
 }
 
 Result<bool> Scheduler::StartBatch(int group) {
@@ -289,46 +231,19 @@ Result<bool> Scheduler::StartBatch(int group) {
     for (auto& sp : active_) {
       Seq& s = *sp;
       if (s.group != group || s.in_flight || s.done) continue;
-      const size_t prompt = s.req->params().prompt.size();
-      const bool decoding = s.prefilled >= prompt;
+      const bool decoding = s.dec->prompt_done();
       if (decoding != (pass == 0)) continue;
       const int room = o_.max_batch_rows - b->rows;
       if (room <= 0) break;
-      pipeline::SeqRows rows;
-      rows.seq = s.id;
-      bool output = true;
       if (decoding) {
-        rows.start_pos = static_cast<int32_t>(s.history.size() - 1);
-        rows.n_rows = 1;
-        tokens.push_back(s.history.back());
-        rows.n_rows += static_cast<int32_t>(s.draft.size());
-        tokens.insert(tokens.end(), s.draft.begin(), s.draft.end());
+        s.dec->AddDecodeRows(h, tokens);
       } else {
-        const size_t n = std::min<size_t>({prompt - s.prefilled, static_cast<size_t>(o_.prefill_chunk),
-                                           static_cast<size_t>(room)});
-        rows.start_pos = static_cast<int32_t>(s.prefilled);
-        rows.n_rows = static_cast<int32_t>(n);
-        tokens.insert(tokens.end(), s.history.begin() + static_cast<std::ptrdiff_t>(s.prefilled),
-                      s.history.begin() + static_cast<std::ptrdiff_t>(s.prefilled + n));
-        s.prefilled += n;
-        b->prompt_rows += static_cast<int>(n);
-        output = s.prefilled == prompt;
+        b->prompt_rows += s.dec->AddPromptRows(h, tokens, std::min(o_.prefill_chunk, room));
       }
-      if (output) {
-        rows.out = pipeline::NextTokenSpec(s.req->params().sampling, s.history);
-        if (decoding && !s.draft.empty()) {
-          rows.out.kind = pipeline::OutputKind::kVerify;
-          rows.out.position = s.history.size();
-          rows.out.draft = s.draft;
-          rows.out.draft_q = s.q;
-        }
-      } else {
-        rows.out.kind = pipeline::OutputKind::kNone;
-      }
-      h.seqs.push_back(std::move(rows));
       b->rows += h.seqs.back().n_rows;
       b->seqs.push_back(&s);
-      b->output.push_back(output);
+      // A prompt chunk asks for a token only when it is the prompt's last.
+      b->output.push_back(h.seqs.back().out.kind != pipeline::OutputKind::kNone);
       s.in_flight = true;
     }
   }
@@ -366,34 +281,25 @@ Status Scheduler::FinishOldest() {
     Seq& s = *b.seqs[i];
     s.in_flight = false;
     if (!b.output[i]) continue;
-    const pipeline::SeqResult* out = nullptr;
-    for (const pipeline::SeqResult& x : r->seqs) {
-      if (x.seq == s.id) out = &x;
-    }
-    if (Status bad = pipeline::CheckSettled(out, s.draft, pipe_.config().n_vocab); !bad.ok()) {
-      End(s, Finish::kError, bad);
-      continue;
-    }
-    const size_t n_out = out->rows.size();
-    if (s.generated == 0) prompt += s.req->params().prompt.size();
-    const size_t settled = s.history.size();
+    if (s.delivered == 0) prompt += s.dec->prompt_size();
     // The verify is accounted before its tokens are pushed: the last push may end the request
     // and wake its waiter, who then reads the request's draft counts (usage).
     const bool shares = s.k && SpecK(s.req->params()) == o_.spec_k;  // times_
     const double t = shares && timed ? -1 : seconds;
     timed = timed || shares;
-    if (!s.draft.empty()) {
-      const int accepted = static_cast<int>(n_out) - 1;
-      s.k->Verified(static_cast<int>(s.draft.size()), accepted, t, b.rows - 1 - static_cast<int>(s.draft.size()),
-                    s.confidence);
-      s.req->CountDrafts(static_cast<int>(s.draft.size()), accepted);
-      o_.drafter->Settled(s.id, settled + static_cast<size_t>(accepted));
+    const int drafted = static_cast<int>(s.dec->draft().size());
+    auto settled = s.dec->Settle(*r, pipe_.config().n_vocab, t, b.rows, o_.drafter);
+    if (!settled.ok()) {
+      End(s, Finish::kError, settled.status());
+      continue;
+    }
+    if (drafted > 0) {
+      const int accepted = static_cast<int>(settled->size()) - 1;
+      s.req->CountDrafts(drafted, accepted);
       std::lock_guard lock(mu_);
       ++metrics_.verifies;
-      metrics_.drafted_tokens += s.draft.size();
+      metrics_.drafted_tokens += static_cast<uint64_t>(drafted);
       metrics_.accepted_tokens += static_cast<uint64_t>(accepted);
-    } else if (s.k) {
-      s.k->Verified(0, 0, t, b.rows - 1);
     }
     // What the next request of the server's own kind starts from: a request that chose another K
     // leaves it alone.
@@ -406,20 +312,17 @@ Status Scheduler::FinishOldest() {
       std::lock_guard lock(mu_);
       metrics_.spec_k_start = s.k->current_k();
     }
-    for (size_t j = 0; j < n_out && !s.done; ++j) {
-      const int32_t token = out->rows[j].token;
-      ++s.generated;
+    for (size_t j = 0; j < settled->size() && !s.done; ++j) {
+      const int32_t token = (*settled)[j].token;
+      ++s.delivered;
       ++generated;
-      s.history.push_back(token);
       if (s.req->params().stop_at_eog && o_.is_eog && o_.is_eog(token)) {
         End(s, Finish::kStop);
         break;
       }
       s.req->Push(token);
-      if (s.generated >= s.req->params().max_tokens) End(s, Finish::kLength);
+      if (s.delivered >= s.req->params().max_tokens) End(s, Finish::kLength);
     }
-    s.draft.clear();
-    s.q.clear();
   }
   {
     std::lock_guard lock(mu_);
@@ -562,4 +465,4 @@ void Scheduler::Loop() {
   queue_.clear();
 }
 
-}  // namespace daisy::serve
+}  // namespace daisy::coord

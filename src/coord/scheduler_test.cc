@@ -1,7 +1,9 @@
 // The scheduler: concurrent requests get exactly the tokens each would get alone (greedy and
 // sampled; one stage, an in-process split and workers over loopback), admission limits,
 // cancellation, and a lost worker.
-#include "serve/scheduler.h"
+#include "coord/scheduler.h"
+
+#include "coord/generate.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,7 +21,7 @@
 #include "shard/load.h"
 #include "tokenizer/hf_import.h"
 
-namespace daisy::serve {
+namespace daisy::coord {
 namespace {
 
 namespace fs = std::filesystem;
@@ -74,11 +76,11 @@ runtime::SamplingParams Sampled(uint64_t seed) {
 // The tokens one request gets alone, through pipeline::Generate on a fresh whole model.
 std::vector<int32_t> Alone(const RequestParams& r) {
   Topology s("whole");
-  pipeline::GenerateOptions g;
+  GenerateOptions g;
   g.max_tokens = r.max_tokens;
   g.prefill_chunk = 5;
   g.sampling = r.sampling;
-  auto ids = pipeline::Generate(*s.p, 0, r.prompt, g, nullptr, nullptr);
+  auto ids = Generate(*s.p, 0, r.prompt, g, nullptr, nullptr);
   EXPECT_TRUE(ids.ok()) << ids.status().ToString();
   return *ids;
 }
@@ -162,14 +164,14 @@ void ExpectSpeculativeSameAsAlone(const std::string& kind, int micro_batches, bo
   auto draft_model = model::Model::Load(TheEnv().dir / "draft.gguf").value();
   Pipeline draft({draft_model.get()}, {{.max_batch_rows = 64, .seq_capacity = kCapacity, .max_seqs = 16}},
                  kernels::BestKernels(), draft_pool, nullptr);
-  pipeline::ModelDrafter model_drafter(draft);
-  pipeline::LookupDrafter lookup_drafter;
+  ModelDrafter model_drafter(draft);
+  LookupDrafter lookup_drafter;
   SchedulerOptions o;
   o.micro_batches = micro_batches;
   o.max_seqs = 4;
   o.seq_capacity = kCapacity;
   o.prefill_chunk = 8;
-  o.drafter = lookup ? static_cast<pipeline::Drafter*>(&lookup_drafter) : &model_drafter;
+  o.drafter = lookup ? static_cast<Drafter*>(&lookup_drafter) : &model_drafter;
   o.spec_k_max = 6;
   Scheduler sched(*s.p, o);
   std::vector<std::shared_ptr<Request>> live;
@@ -199,10 +201,10 @@ TEST(Scheduler, PromptLookupRequestsMatchAloneOnAnInProcessSplit) { ExpectSpecul
 // sequences would lower acceptance without changing a single token. `ks`: each request's own
 // K (RequestParams::spec_k; -1: the server's `server_k`).
 // The scheduler drafts for a micro-batch's sequences together: the most jobs in one call.
-class JointDrafter : public pipeline::ModelDrafter {
+class JointDrafter : public ModelDrafter {
  public:
   using ModelDrafter::ModelDrafter;
-  void ProposeAll(std::span<pipeline::DraftJob> jobs) override {
+  void ProposeAll(std::span<DraftJob> jobs) override {
     most_jobs = std::max(most_jobs, jobs.size());
     ModelDrafter::ProposeAll(jobs);
   }
@@ -226,14 +228,14 @@ void ExpectEachDraftsAsAlone(int server_k, const std::vector<int>& ks) {
     r.spec_k = ks[i];
     requests.push_back(std::move(r));
   }
-  std::vector<pipeline::GenerateStats> alone(requests.size());
+  std::vector<GenerateStats> alone(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    pipeline::GenerateOptions g;
+    GenerateOptions g;
     g.max_tokens = requests[i].max_tokens;
     g.prefill_chunk = 8;
     g.drafter = &drafter;
     g.spec_k = ks[i] >= 0 ? ks[i] : server_k;
-    ASSERT_TRUE(pipeline::Generate(*s.p, 0, requests[i].prompt, g, nullptr, &alone[i]).ok());
+    ASSERT_TRUE(Generate(*s.p, 0, requests[i].prompt, g, nullptr, &alone[i]).ok());
   }
   SchedulerOptions o;
   o.max_seqs = 4;
@@ -269,11 +271,11 @@ TEST(Scheduler, EachSpeculativeRequestDraftsAsItWouldAlone) { ExpectEachDraftsAs
 
 // Drafts a token the model never generates here, and takes a while per draft: speculation
 // can only lose, so an adaptive K falls to 0 (plain decoding, a 1-token probe every 8 steps).
-class UselessDrafter : public pipeline::Drafter {
+class UselessDrafter : public Drafter {
  public:
   explicit UselessDrafter(int32_t token) : token_(token) {}
   Status Propose(int32_t, std::span<const int32_t>, int k, const runtime::SamplingParams&, std::vector<int32_t>& draft,
-                 std::vector<pipeline::DraftDistribution>& q) override {
+                 std::vector<DraftDistribution>& q) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(3 * k));
     draft.assign(k, token_);
     q.assign(k, {});
@@ -314,7 +316,7 @@ TEST(Scheduler, ANewRequestStartsFromTheKTheLastOneLearned) {
   o.drafter = &drafter;
   o.spec_k_max = 6;
   Scheduler sched(*s.p, o);
-  EXPECT_EQ(sched.metrics().spec_k_start, pipeline::KController::kStartK);
+  EXPECT_EQ(sched.metrics().spec_k_start, KController::kStartK);
   auto first = sched.Submit(r).value();
   EXPECT_EQ(Collect(*first), want);
   EXPECT_EQ(first->accepted(), 0);
@@ -338,12 +340,12 @@ TEST(Scheduler, AServerHandsOverWhatItLearnedAndTheNextStartsFromIt) {
   const std::vector<int32_t>& want = u.want;
   UselessDrafter drafter(u.never);
   std::mutex mu;
-  std::vector<pipeline::KController::Learned> handed;
+  std::vector<KController::Learned> handed;
   SchedulerOptions o;
   o.seq_capacity = kCapacity;
   o.drafter = &drafter;
   o.spec_k_max = 6;
-  o.on_learned = [&](const pipeline::KController& k) {
+  o.on_learned = [&](const KController& k) {
     std::lock_guard lock(mu);
     handed.push_back(k.Export());
   };
@@ -366,7 +368,7 @@ TEST(Scheduler, AServerHandsOverWhatItLearnedAndTheNextStartsFromIt) {
   EXPECT_EQ(handed[0].k, 0);
   EXPECT_EQ(handed[0].k_max, 6);
   EXPECT_GT(handed[0].state_trials[0], 0);
-  pipeline::KController start(0, 6, o.max_batch_rows);
+  KController start(0, 6, o.max_batch_rows);
   ASSERT_TRUE(start.Restore(handed[0]));
   o.spec_start = &start;
   o.on_learned = nullptr;
@@ -514,4 +516,4 @@ TEST(Scheduler, ALostWorkerFailsItsRequestsAndTheNextOneRecovers) {
 }
 
 }  // namespace
-}  // namespace daisy::serve
+}  // namespace daisy::coord

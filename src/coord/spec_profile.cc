@@ -1,4 +1,4 @@
-#include "serve/spec_profile.h"
+#include "coord/spec_profile.h"
 
 #include <cmath>
 #include <cstdio>
@@ -10,7 +10,7 @@
 
 #include "base/log.h"
 
-namespace daisy::serve {
+namespace daisy::coord {
 namespace {
 
 constexpr const char* kFormat = "daisy-spec-profile";
@@ -44,8 +44,8 @@ Status Numbers(const json& j, const char* key, int n, size_t most, std::vector<d
   return Status::Ok();
 }
 
-Result<pipeline::KController::Learned> Parse(const json& j, std::string& pair) {
-  using L = pipeline::KController::Learned;
+Result<KController::Learned> Parse(const json& j, std::string& pair) {
+  using L = KController::Learned;
   L l;
   auto str = [&](const char* key) -> const json* {
     auto it = j.find(key);
@@ -78,7 +78,7 @@ Result<pipeline::KController::Learned> Parse(const json& j, std::string& pair) {
     if (s[i] > t[i]) return DataLoss("'state_taken' exceeds 'state_tried'");
     l.state_successes[i] = s[i], l.state_trials[i] = t[i];
   }
-  constexpr int kBins = pipeline::KController::kConfidenceBins;
+  constexpr int kBins = KController::kConfidenceBins;
   DAISY_RETURN_IF_ERROR(Numbers(j, "confidence_taken", kBins, kBins, s));
   DAISY_RETURN_IF_ERROR(Numbers(j, "confidence_tried", kBins, kBins, t));
   for (int i = 0; i < kBins; ++i) {
@@ -94,7 +94,7 @@ Result<pipeline::KController::Learned> Parse(const json& j, std::string& pair) {
 
 }  // namespace
 
-Result<bool> LoadSpecProfile(const std::string& path, const std::string& pair, pipeline::KController& k) {
+Result<bool> LoadSpecProfile(const std::string& path, const std::string& pair, KController& k) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     DAISY_LOG_INFO("--spec-profile %s: no profile yet; this run learns the pair from the start and saves it",
@@ -134,12 +134,12 @@ Result<bool> LoadSpecProfile(const std::string& path, const std::string& pair, p
   return true;
 }
 
-Status SaveSpecProfile(const std::string& path, const std::string& pair, const pipeline::KController& k) {
-  const pipeline::KController::Learned l = k.Export();
+Status SaveSpecProfile(const std::string& path, const std::string& pair, const KController& k) {
+  const KController::Learned l = k.Export();
   const auto list = [](const double* v, int n) { return std::vector<double>(v, v + n); };
   std::vector<double> verify_ms;
   for (double s : l.verify_seconds) verify_ms.push_back(s * 1000);
-  constexpr int kBins = pipeline::KController::kConfidenceBins;
+  constexpr int kBins = KController::kConfidenceBins;
   const json j = {{"format", kFormat},
                   {"version", kVersion},
                   {"pair", pair},
@@ -169,4 +169,4 @@ Status SaveSpecProfile(const std::string& path, const std::string& pair, const p
   return Status::Ok();
 }
 
-}  // namespace daisy::serve
+}  // namespace daisy::coord

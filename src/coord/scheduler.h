@@ -33,10 +33,12 @@
 #include <thread>
 #include <vector>
 
+#include "coord/decode.h"
+#include "coord/drafter.h"
+#include "coord/k_controller.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/speculative.h"
 
-namespace daisy::serve {
+namespace daisy::coord {
 
 enum class Finish { kNone, kStop, kLength, kCancelled, kError };
 const char* FinishName(Finish f);  // "stop", "length", "cancelled", "error"
@@ -117,15 +119,15 @@ struct SchedulerOptions {
   std::function<bool(int32_t)> is_eog;
   // Speculative decoding (docs/speculative.md): sequences draft with `drafter` (null: none)
   // and verify K+1 rows in their micro-batch; K per sequence, adaptive unless spec_k > 0.
-  pipeline::Drafter* drafter = nullptr;
+  Drafter* drafter = nullptr;
   int spec_k = 0;
   int spec_k_max = 8;
   // Where the server's adaptive sequences start (a controller restored from a profile,
   // KController::Restore; null: the prior), and a callback given what they learned: from the
   // loop thread, at most every `learned_every` seconds after a verify and once when the
   // scheduler stops (daisy serve --spec-profile saves it).
-  const pipeline::KController* spec_start = nullptr;
-  std::function<void(const pipeline::KController&)> on_learned;
+  const KController* spec_start = nullptr;
+  std::function<void(const KController&)> on_learned;
   double learned_every = 30;
 };
 
@@ -164,8 +166,8 @@ class Scheduler {
   // Gives on_learned (if any) what learned_k_ holds, and notes when.
   void HandOverLearned();
   bool Admit();                       // moves queued requests into free slots
-  // Drafts for the group's decoding sequences, all at once (Drafter::ProposeAll), as many as
-  // the batch has rows for; each sequence's drafts land in its `draft` and `q`.
+  // Drafts for the group's decoding sequences, all at once (DraftTogether), as many as the
+  // batch has rows for; each sequence's drafts wait in its decoder.
   void DraftFor(int group);
   Result<bool> StartBatch(int group);  // false when the group has nothing to run
   Status FinishOldest();               // waits for the oldest micro-batch and applies it
@@ -194,14 +196,14 @@ class Scheduler {
   bool broken_ = false;
   // The controller of the sequence that verified last: a new sequence starts from what it
   // learned about the pipeline (verify time per K, drafting time) and the drafts (K, acceptance).
-  std::optional<pipeline::KController> learned_k_;
+  std::optional<KController> learned_k_;
   // The verify times by batch rows every adaptive sequence of the server's own kind reads and
   // writes: a batch's time is the same for all its sequences, and one table learns it faster.
-  std::optional<pipeline::KController> times_;
+  std::optional<KController> times_;
   // When on_learned last had learned_k_, and whether it has changed since.
   std::chrono::steady_clock::time_point learned_at_;
   bool learned_unsaved_ = false;
   std::thread thread_;
 };
 
-}  // namespace daisy::serve
+}  // namespace daisy::coord

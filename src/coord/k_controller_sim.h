@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "pipeline/speculative.h"
+#include "coord/k_controller.h"
 
-namespace daisy::pipeline {
+namespace daisy::coord {
 
 // Generates positions [from, to) of `predicted` with `c` choosing K; `verify_seconds(k)` is one
 // verify's time (called once per verify, in order), `draft_seconds` one drafted token's. With
@@ -42,4 +42,4 @@ double GenerateText(KController& c, const std::vector<bool>& predicted, int from
   return seconds;
 }
 
-}  // namespace daisy::pipeline
+}  // namespace daisy::coord

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "base/status.h"
-#include "pipeline/speculative.h"
+#include "coord/k_controller.h"
 
-namespace daisy::serve {
+namespace daisy::coord {
 
 // The most bytes a profile file may have (one holds a few hundred numbers).
 inline constexpr size_t kMaxSpecProfileBytes = 1 << 20;
@@ -21,10 +21,10 @@ inline constexpr size_t kMaxSpecProfileBytes = 1 << 20;
 // setting, restores nothing (the latter with a warning: the next save replaces it). A file that
 // is not a daisy profile, is larger than kMaxSpecProfileBytes or holds values out of range is an
 // error, and is left as it is.
-Result<bool> LoadSpecProfile(const std::string& path, const std::string& pair, pipeline::KController& k);
+Result<bool> LoadSpecProfile(const std::string& path, const std::string& pair, KController& k);
 
 // Writes what `k` learned to `path` for `pair` (through a temporary file in the same directory,
 // renamed over it, so a reader never sees half a profile).
-Status SaveSpecProfile(const std::string& path, const std::string& pair, const pipeline::KController& k);
+Status SaveSpecProfile(const std::string& path, const std::string& pair, const KController& k);
 
-}  // namespace daisy::serve
+}  // namespace daisy::coord

@@ -1,7 +1,7 @@
-// Speculative decoding: greedy output token for token identical to plain decoding (draft model
-// and prompt lookup, fixed and adaptive K, whole model, in-process split and a worker over
-// loopback); the accept/reject rule's output distribution equals the target's (a chi-square
-// test on known distributions); malformed verify requests are refused.
+// Speculative decoding end to end: greedy output token for token identical to plain decoding
+// (draft model and prompt lookup, fixed and adaptive K, whole model, in-process split and a
+// worker over loopback), the drafters, and sampling reproducible for a seed. The accept/reject
+// rule itself is tested in pipeline/outputs_test.cc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,16 +11,19 @@
 #include <random>
 
 #include "model/generator.h"
+#include "coord/drafter.h"
+#include "coord/generate.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/outputs.h"
-#include "pipeline/speculative.h"
 #include "pipeline/test_topology.h"
 #include "pipeline/worker.h"
 #include "shard/load.h"
 #include "tokenizer/hf_import.h"
 
-namespace daisy::pipeline {
+namespace daisy::coord {
 namespace {
+
+using pipeline::Pipeline;
+namespace testing = pipeline::testing;
 
 namespace fs = std::filesystem;
 constexpr int kCapacity = 256;
@@ -318,185 +321,5 @@ TEST(Speculative, SamplingIsReproducibleForASeed) {
   EXPECT_GT(a.accepted, 0);
 }
 
-// ---- the accept/reject rule on known distributions ----------------------------------------
-
-constexpr int kVocab = 6;
-
-// Chi-square statistic of `counts` against probabilities `p` (n draws).
-double ChiSquare(const std::vector<int>& counts, const std::vector<double>& p, int n) {
-  double chi = 0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    const double e = p[i] * n;
-    if (e > 0) chi += (counts[i] - e) * (counts[i] - e) / e;
-  }
-  return chi;
-}
-
-std::vector<double> Softmax(const std::vector<float>& l, float temperature) {
-  std::vector<double> p(l.size());
-  double z = 0;
-  for (size_t i = 0; i < l.size(); ++i) z += p[i] = std::exp(l[i] / temperature);
-  for (double& v : p) v /= z;
-  return p;
-}
-
-int32_t Draw(const DraftDistribution& q, std::mt19937_64& rng) {
-  double u = std::uniform_real_distribution<double>(0, 1)(rng);
-  for (auto [id, prob] : q) {
-    u -= prob;
-    if (u < 0) return id;
-  }
-  return q.back().first;
-}
-
-// Draws `n` verifications of two drafts [d0, d1], each drawn from its distribution q0, q1
-// (empty: always the given token), over fixed row logits; checks that the first output is
-// distributed as p0 and, where d0 was accepted, the second as p1 (chi-square, 5 degrees of
-// freedom; 25 is beyond the 99.99th percentile). With `gated`, d1 is drafted only when q0 gave
-// d0 at least 0.4 (adaptive K stops on the draft's own confidence): the second token, after an
-// accepted d0, is then d1's verdict or the bonus, and either way distributed as p1.
-void ExpectTargetDistribution(const DraftDistribution& q0, const DraftDistribution& q1, int32_t d0, int32_t d1,
-                              bool gated = false) {
-  const std::vector<float> l0 = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f, -1.0f};
-  const std::vector<float> l1 = {0.3f, 1.5f, 0.1f, -0.2f, 0.9f, 0.4f};
-  std::vector<float> logits(l0);
-  logits.insert(logits.end(), l1.begin(), l1.end());
-  logits.insert(logits.end(), l0.begin(), l0.end());  // row 2 (the bonus): any logits
-  OutputSpec out;
-  out.kind = OutputKind::kVerify;
-  out.sampling.temperature = 0.7f;
-  out.sampling.top_k = 0;
-  out.sampling.top_p = 1.0f;
-  out.sampling.min_p = 0.0f;
-  out.draft = {d0, d1};
-  out.draft_q = {q0, q1};
-  out.position = 10;
-  const int n = 40000;
-  std::vector<int> first(kVocab), second(kVocab);
-  int second_n = 0;
-  std::mt19937_64 rng(42);
-  for (int t = 0; t < n; ++t) {
-    out.sampling.seed = 1000 + t;
-    if (!q0.empty()) d0 = Draw(q0, rng);
-    if (!q1.empty()) d1 = Draw(q1, rng);
-    float confidence = 1;
-    for (auto [id, prob] : q0) {
-      if (id == d0) confidence = prob;
-    }
-    if (!gated || confidence >= 0.4f) {
-      out.draft = {d0, d1};
-      out.draft_q = {q0, q1};
-    } else {
-      out.draft = {d0};
-      out.draft_q = {q0};
-    }
-    std::vector<RowOutput> rows;
-    Verify(out, logits, kVocab, rows);
-    ASSERT_GE(rows.size(), 1u);
-    ASSERT_LE(rows.size(), 3u);
-    ++first[rows[0].token];
-    if (rows[0].token == d0) {
-      ASSERT_GE(rows.size(), 2u);  // an accepted draft is followed by at least one more token
-      ++second[rows[1].token];
-      ++second_n;
-    } else {
-      EXPECT_EQ(rows.size(), 1u);  // a rejection ends the verify
-    }
-  }
-  EXPECT_LT(ChiSquare(first, Softmax(l0, 0.7f), n), 25.0) << "first token";
-  EXPECT_LT(ChiSquare(second, Softmax(l1, 0.7f), second_n), 25.0) << "second token";
-}
-
-TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWithADraftDistribution) {
-  // A draft that is wrong about the ranking, with support missing some of the target's tokens.
-  ExpectTargetDistribution({{0, 0.5f}, {1, 0.3f}, {2, 0.2f}}, {{4, 0.6f}, {5, 0.4f}}, 0, 0);
-}
-
-TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWhenTheDraftsConfidenceSetsK) {
-  ExpectTargetDistribution({{0, 0.5f}, {1, 0.3f}, {2, 0.2f}}, {{4, 0.6f}, {5, 0.4f}}, 0, 0, true);
-}
-
-TEST(Speculative, AcceptRejectKeepsTheTargetDistributionWithCertainDrafts) {
-  ExpectTargetDistribution({}, {}, 3, 1);  // prompt lookup: point masses
-}
-
-TEST(Speculative, GreedyVerifyReturnsTheAcceptedDraftsAndTheCorrection) {
-  // Argmaxes per row: 3, 1, 0.
-  std::vector<float> logits = {1, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0};
-  OutputSpec out;
-  out.kind = OutputKind::kVerify;
-  out.draft = {3, 2};
-  std::vector<RowOutput> rows;
-  Verify(out, logits, kVocab, rows);
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0].token, 3);
-  EXPECT_EQ(rows[1].token, 1);  // the correction for the rejected 2
-  out.draft = {3, 1};
-  rows.clear();
-  Verify(out, logits, kVocab, rows);
-  ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[2].token, 0);  // every draft accepted: the bonus token
-}
-
-TEST(Speculative, MalformedVerifyRequestsAreRefused) {
-  Limits limits;
-  limits.d_model = 4;
-  limits.n_vocab = 100;
-  ForwardHeader h;
-  h.id = 1;
-  h.dim = 4;
-  SeqRows s{0, 0, 3, {}};
-  s.out.kind = OutputKind::kVerify;
-  s.out.draft = {5, 6};
-  s.out.draft_q = {{{5, 0.5f}, {7, 0.5f}}, {}};
-  h.seqs.push_back(s);
-  const std::vector<float> act(12, 0.0f);
-  auto decode = [&](const ForwardHeader& fh) {
-    std::vector<uint8_t> bytes = EncodeForwardHeader(fh);
-    std::vector<uint8_t> rows(12 * 4);
-    EncodeRows(WireType::kF32, act.data(), 3, 4, rows.data());
-    bytes.insert(bytes.end(), rows.begin(), rows.end());
-    ForwardHeader out;
-    std::span<const uint8_t> a;
-    return DecodeForward(bytes, limits, /*outputs=*/true, out, a);
-  };
-  EXPECT_TRUE(decode(h).ok());
-  ForwardHeader bad = h;
-  bad.seqs[0].out.draft = {5};  // 3 rows need 2 drafts
-  bad.seqs[0].out.draft_q = {{}};
-  EXPECT_NE(decode(bad).message().find("1 drafted tokens for 3 rows"), std::string::npos);
-  bad = h;
-  bad.seqs[0].out.draft[1] = 100;  // outside the vocabulary
-  EXPECT_NE(decode(bad).message().find("drafted token 100"), std::string::npos);
-  bad = h;
-  bad.seqs[0].out.draft_q[0][1].second = 1.5f;
-  EXPECT_NE(decode(bad).message().find("draft probability 1.5"), std::string::npos);
-  // A middle stage passes the requests on unread: a bad one is the last stage's to refuse, and
-  // the header bytes before the activations are forwarded as they are.
-  std::vector<uint8_t> bytes = EncodeForwardHeader(bad);
-  const size_t header_bytes = bytes.size();
-  std::vector<uint8_t> rows(12 * 4);
-  EncodeRows(WireType::kF32, act.data(), 3, 4, rows.data());
-  bytes.insert(bytes.end(), rows.begin(), rows.end());
-  ForwardHeader middle;
-  std::span<const uint8_t> a;
-  ASSERT_TRUE(DecodeForward(bytes, limits, /*outputs=*/false, middle, a).ok());
-  EXPECT_EQ(static_cast<size_t>(a.data() - bytes.data()), header_bytes);
-  EXPECT_EQ(middle.seqs[0].n_rows, 3);
-  EXPECT_EQ(middle.seqs[0].out.kind, OutputKind::kArgmax);  // default: not decoded
-  EXPECT_TRUE(middle.seqs[0].out.draft.empty());
-  // An oversized request section is refused even where it is not read.
-  Limits tight = limits;
-  tight.max_history = 0;
-  tight.max_rows = 3;
-  tight.max_seqs = 1;
-  ForwardHeader big = h;
-  big.seqs[0].out.history.assign(2000, 1);
-  std::vector<uint8_t> big_bytes = EncodeForwardHeader(big);
-  big_bytes.insert(big_bytes.end(), rows.begin(), rows.end());
-  const Status s2 = DecodeForward(big_bytes, tight, /*outputs=*/false, middle, a);
-  EXPECT_NE(s2.message().find("bytes of output requests"), std::string::npos) << s2.message();
-}
-
 }  // namespace
-}  // namespace daisy::pipeline
+}  // namespace daisy::coord

@@ -11,10 +11,10 @@
 #include <tuple>
 #include <vector>
 
-#include "pipeline/kcontroller_sim.h"
-#include "pipeline/speculative.h"
+#include "coord/k_controller_sim.h"
+#include "coord/k_controller.h"
 
-namespace daisy::pipeline {
+namespace daisy::coord {
 namespace {
 
 // A simulated pipeline: a verify of K drafts takes t0 + K * t_row (times a noise factor), the
@@ -611,4 +611,4 @@ TEST(KController, AFixedKIsKept) {
 }
 
 }  // namespace
-}  // namespace daisy::pipeline
+}  // namespace daisy::coord

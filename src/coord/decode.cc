@@ -1,0 +1,168 @@
+#include "coord/decode.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "coord/chunker.h"
+
+namespace daisy::coord {
+
+using pipeline::OutputKind;
+using pipeline::OutputSpec;
+
+OutputSpec NextTokenSpec(const runtime::SamplingParams& sp, std::span<const int32_t> history) {
+  OutputSpec o;
+  const bool penalty = sp.repeat_penalty != 1.0f && sp.repeat_last_n != 0;
+  if (sp.temperature <= 0 && !penalty) return o;  // kArgmax
+  o.kind = OutputKind::kSample;
+  o.sampling = sp;
+  o.position = history.size();
+  if (penalty) {
+    const size_t n = sp.repeat_last_n < 0 ? history.size()
+                                          : std::min<size_t>(history.size(), sp.repeat_last_n);
+    o.history.assign(history.end() - static_cast<std::ptrdiff_t>(std::min<size_t>(n, 4096)), history.end());
+  }
+  return o;
+}
+
+Status CheckSettled(const pipeline::SeqResult* out, std::span<const int32_t> draft, int32_t n_vocab) {
+  const size_t n_out = out != nullptr ? out->rows.size() : 0;
+  if (n_out < 1 || n_out > draft.size() + 1) {
+    return Internal("the last stage returned %zu tokens for sequence %d (%zu drafted)", n_out,
+                    out != nullptr ? out->seq : -1, draft.size());
+  }
+  for (size_t j = 0; j < n_out; ++j) {
+    const int32_t token = out->rows[j].token;
+    if (token < 0 || token >= n_vocab || (j + 1 < n_out && token != draft[j])) {
+      return DataLoss("the last stage returned token %d at output %zu for sequence %d", token, j, out->seq);
+    }
+  }
+  return Status::Ok();
+}
+
+SeqDecoder::SeqDecoder(int32_t seq, std::span<const int32_t> prompt, const runtime::SamplingParams& sampling,
+                       int max_tokens, KController* k)
+    : seq_(seq), history_(prompt.begin(), prompt.end()), prompt_size_(prompt.size()), sampling_(sampling),
+      max_tokens_(max_tokens), k_(k) {}
+
+int SeqDecoder::AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& tokens, size_t max_rows) {
+  Chunker prompt(std::span<const int32_t>(history_).first(prompt_size_), 0, prefilled_);
+  const Chunk c = prompt.Take(max_rows);
+  prefilled_ = prompt.taken();
+  pipeline::SeqRows rows{seq_, c.start, static_cast<int32_t>(c.tokens.size()), {}};
+  if (prompt.done()) {
+    rows.out = NextTokenSpec(sampling_, history_);
+  } else {
+    rows.out.kind = OutputKind::kNone;
+  }
+  h.seqs.push_back(std::move(rows));
+  tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+  return static_cast<int>(c.tokens.size());
+}
+
+void SeqDecoder::AddDecodeRows(pipeline::ForwardHeader& h, std::vector<int32_t>& tokens) {
+  decode_step_ = true;
+  pipeline::SeqRows rows{seq_, static_cast<int32_t>(history_.size() - 1), decode_rows(),
+                         NextTokenSpec(sampling_, history_)};
+  if (!draft_.empty()) {
+    rows.out.kind = OutputKind::kVerify;
+    rows.out.position = history_.size();
+    rows.out.draft = draft_;
+    rows.out.draft_q = q_;
+  }
+  h.seqs.push_back(std::move(rows));
+  tokens.push_back(history_.back());
+  tokens.insert(tokens.end(), draft_.begin(), draft_.end());
+}
+
+Result<std::vector<pipeline::RowOutput>> SeqDecoder::Settle(const pipeline::ResultMsg& r, int32_t n_vocab,
+                                                            double seconds, int forward_rows, Drafter* drafter) {
+  const pipeline::SeqResult* out = nullptr;
+  for (const pipeline::SeqResult& x : r.seqs) {
+    if (x.seq == seq_) out = &x;
+  }
+  const bool decode_step = decode_step_;
+  decode_step_ = false;
+  const Status bad = CheckSettled(out, draft_, n_vocab);
+  if (!bad.ok()) {
+    draft_.clear();
+    q_.clear();
+    confidence_.clear();
+    return bad;
+  }
+  const size_t settled = history_.size();
+  const int k = static_cast<int>(draft_.size());
+  const int accepted = static_cast<int>(out->rows.size()) - 1;
+  // The forward that ends the prompt is no verify: only decode steps teach the controller.
+  if (k_ != nullptr && decode_step) k_->Verified(k, accepted, seconds, forward_rows - 1 - k, confidence_);
+  if (k > 0 && drafter != nullptr) drafter->Settled(seq_, settled + static_cast<size_t>(accepted));
+  for (const pipeline::RowOutput& row : out->rows) history_.push_back(row.token);
+  generated_ += static_cast<int>(out->rows.size());
+  draft_.clear();
+  q_.clear();
+  confidence_.clear();
+  return out->rows;
+}
+
+DraftReport DraftTogether(std::span<SeqDecoder* const> seqs, int max_rows, Drafter& drafter) {
+  DraftReport report;
+  // The K of every drafting sequence, chosen together for the batch's rate.
+  std::vector<KController*> controllers;
+  std::vector<int> caps;
+  int plain = 0;
+  for (SeqDecoder* s : seqs) {
+    s->draft_.clear();
+    s->q_.clear();
+    s->confidence_.clear();
+    if (s->k_ == nullptr) {
+      ++plain;
+      continue;
+    }
+    controllers.push_back(s->k_);
+    caps.push_back(s->DraftCap());
+  }
+  const std::vector<int> chosen = KController::ChooseTogether(controllers, caps, plain);
+  std::vector<DraftJob> jobs;
+  std::vector<SeqDecoder*> whose;
+  int rows = 0;  // the forward's decode rows so far, as the sequences will lay them out
+  size_t next = 0;
+  for (SeqDecoder* s : seqs) {
+    const int room = max_rows - rows;
+    if (room <= 0) break;
+    ++rows;
+    if (s->k_ == nullptr) continue;
+    const int k = std::min(chosen[next++], room - 1);
+    if (k <= 0) continue;
+    rows += k;
+    DraftJob j;
+    j.seq = s->seq_;
+    j.history = s->history_;
+    j.k = k;
+    j.sampling = &s->sampling_;
+    // Alone in the forward (the others' rows 0), the draft's confidences may end it early.
+    j.more = [c = s->k_, &rows, k](std::span<const float> conf) { return c->MoreDrafts(conf, rows - 1 - k); };
+    jobs.push_back(std::move(j));
+    whose.push_back(s);
+  }
+  if (jobs.empty()) return report;
+  const auto t0 = std::chrono::steady_clock::now();
+  drafter.ProposeAll(jobs);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    SeqDecoder& s = *whose[i];
+    DraftJob& j = jobs[i];
+    // Each sequence is charged the draft forwards it was in (KController::Others).
+    s.k_->Drafted(std::max(static_cast<int>(j.draft.size()), j.rows), j.seconds);
+    if (!j.status.ok()) {
+      if (report.status.ok()) report.status = j.status.With("drafting for sequence " + std::to_string(s.seq_));
+      continue;
+    }
+    if (j.more && !j.confidence.empty() && static_cast<int>(j.draft.size()) < j.k) ++report.confidence_stops;
+    s.draft_ = std::move(j.draft);
+    s.q_ = std::move(j.q);
+    s.confidence_ = std::move(j.confidence);
+  }
+  return report;
+}
+
+}  // namespace daisy::coord
