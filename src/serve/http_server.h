@@ -11,13 +11,17 @@
 #include <string>
 #include <thread>
 
-#include "serve/chat.h"
 #include "coord/scheduler.h"
+#include "serve/api.h"
+#include "serve/chat.h"
+#include "serve/metrics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace daisy::serve {
 
@@ -43,18 +47,21 @@ class HttpServer {
   uint16_t port() const { return port_; }
   void Stop();
 
-  struct Counters;
-
  private:
   HttpServer(HttpOptions o, coord::Scheduler& s, const tokenizer::Tokenizer& t);
   void Routes();
+  // Authorization: Bearer <key>, compared in constant time; answers 401 itself when it fails.
+  bool Authorized(const httplib::Request& req, httplib::Response& res);
+  // POST /v1/completions, POST /v1/chat/completions.
+  void Complete(const httplib::Request& req, httplib::Response& res, bool chat);
+  void Refuse(httplib::Response& res, const ApiError& e);
 
   HttpOptions o_;
   coord::Scheduler& scheduler_;
   const tokenizer::Tokenizer& tokenizer_;
   Result<ChatFormat> chat_ = Unimplemented("no chat template");
   std::unique_ptr<httplib::Server> server_;
-  std::shared_ptr<Counters> counters_;
+  std::shared_ptr<HttpCounters> counters_;  // shared with in-flight streams
   std::thread thread_;
   uint16_t port_ = 0;
 };

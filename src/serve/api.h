@@ -1,0 +1,66 @@
+// The OpenAI-style API without the sockets: errors in OpenAI's shape, and a completion request
+// (POST /v1/completions, /v1/chat/completions) parsed and validated into what the scheduler
+// takes — every refusal through one channel, an ApiError with its HTTP status, message, type,
+// parameter and code. Unit-testable: no server, no scheduler.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "coord/scheduler.h"
+#include "serve/chat.h"
+#include "tokenizer/tokenizer.h"
+
+namespace daisy::serve {
+
+// {"error": {"message", "type", "param", "code"}} with an HTTP status.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;
+  std::string code;
+};
+nlohmann::json ErrorBody(const ApiError& e);
+// A 400 about one parameter.
+ApiError Invalid(const std::string& param, const std::string& message);
+// A scheduler or pipeline failure as an HTTP error (400 bad input, 429 busy, 503 unavailable,
+// 500 otherwise).
+ApiError FromStatus(const Status& s);
+// JSON as text, invalid UTF-8 replaced (model output may split a character).
+std::string Dump(const nlohmann::json& j);
+
+// What a completion request asks for, validated.
+struct CompletionRequest {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage: a last chunk with the usage
+  bool continuous_usage = false;  // vLLM's extension: usage on every chunk, one chunk per update
+  coord::RequestParams params;
+  std::vector<std::string> stops;
+};
+
+// What validation needs to know of the server.
+struct ApiContext {
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  const Result<ChatFormat>* chat = nullptr;  // the model's chat template, or why it is refused
+  std::string model_name;
+  int capacity = 0;     // KV positions per sequence: prompt + max_tokens must fit
+  int spec_k_max = 0;   // the server's --spec-k-max (speculative_k's bound)
+};
+
+inline constexpr int kMaxStops = 4;
+inline constexpr size_t kMaxStopBytes = 256;
+inline constexpr size_t kMaxMessages = 4096;
+
+// Parses `body` (the raw request body) for /v1/chat/completions (`chat`) or /v1/completions:
+// fills `out`, or returns the error to answer with.
+std::optional<ApiError> ParseCompletion(std::string_view body, bool chat, const ApiContext& ctx,
+                                        CompletionRequest& out);
+
+}  // namespace daisy::serve

@@ -1,0 +1,149 @@
+#include "serve/completion.h"
+
+namespace daisy::serve {
+
+using coord::Finish;
+using coord::Request;
+using json = nlohmann::json;
+
+StopText::StopText(const tokenizer::Tokenizer& t, std::vector<std::string> stops)
+    : decoder_(t, false), stops_(std::move(stops)) {}
+
+std::string StopText::Add(const std::vector<int32_t>& tokens, bool end) {
+  have_ += tokens.size();
+  if (stopped_) return "";
+  for (int32_t t : tokens) text_ += decoder_.Push(t);
+  if (end) text_ += decoder_.Flush();
+  size_t cut = std::string::npos;
+  size_t longest = 0;
+  for (const std::string& s : stops_) longest = std::max(longest, s.size());
+  const size_t from = sent_ > longest ? sent_ - longest : 0;
+  for (const std::string& s : stops_) {
+    const size_t p = text_.find(s, from);
+    if (p != std::string::npos) cut = std::min(cut, p);
+  }
+  size_t safe = text_.size();
+  if (cut != std::string::npos) {
+    text_.resize(cut);
+    stopped_ = true;
+    safe = cut;
+  } else if (!end) {
+    // Hold back a tail that could be the start of a stop string.
+    for (const std::string& s : stops_) {
+      for (size_t k = std::min(s.size() - 1, text_.size()); k > 0; --k) {
+        if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+          safe = std::min(safe, text_.size() - k);
+          break;
+        }
+      }
+    }
+  }
+  if (safe < sent_) safe = sent_;
+  std::string out = text_.substr(sent_, safe - sent_);
+  sent_ = safe;
+  return out;
+}
+
+Completion::Completion(std::shared_ptr<Request> req, const tokenizer::Tokenizer& t, const CompletionRequest& parsed,
+                       std::string model, std::string id, long long created)
+    : req_(std::move(req)), text_(t, parsed.stops), chat_(parsed.chat), include_usage_(parsed.include_usage),
+      continuous_usage_(parsed.continuous_usage), prompt_tokens_(static_cast<int>(parsed.params.prompt.size())),
+      model_(std::move(model)), id_(std::move(id)), created_(created) {}
+
+json Completion::Usage() const {
+  const int completion = static_cast<int>(text_.tokens());
+  json u = {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion},
+            {"total_tokens", prompt_tokens_ + completion}};
+  const int v = req_->verifies(), d = req_->drafted(), a = req_->accepted();
+  if (d > 0) {
+    // Speculative decoding, in the fields OpenAI uses for predicted outputs.
+    u["completion_tokens_details"] = {{"accepted_prediction_tokens", a}, {"rejected_prediction_tokens", d - a}};
+    // daisy's: the same as `daisy run --json` reports (docs/speculative.md).
+    u["speculative"] = {{"verifies", v},
+                        {"drafted", d},
+                        {"accepted", a},
+                        {"acceptance", static_cast<double>(a) / d},
+                        {"tokens_per_verify", v > 0 ? static_cast<double>(a + v) / v : 0.0},
+                        {"k_mean", v > 0 ? static_cast<double>(d) / v : 0.0},
+                        {"k_last", req_->last_k()}};
+  }
+  return u;
+}
+
+json Completion::FinishReason(const Request::Update& u) const {
+  if (text_.stopped() || u.finish == Finish::kStop) return "stop";
+  if (u.finish == Finish::kLength) return "length";
+  return nullptr;
+}
+
+json Completion::Choice(const std::string& text, const json& finish, bool last) const {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  if (chat_) {
+    choice["delta"] = last ? json::object() : json{{"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  return choice;
+}
+
+std::string Completion::Event(const json& choice, const json& usage) const {
+  json c = {{"id", id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_}, {"model", model_}, {"choices", choice.is_null() ? json::array() : json::array({choice})}};
+  if (!usage.is_null()) c["usage"] = usage;
+  return "data: " + Dump(c) + "\n\n";
+}
+
+std::optional<ApiError> Completion::Once(json& body) {
+  Request::Update u;
+  do {
+    u = req_->Wait(text_.tokens(), std::chrono::milliseconds(1000));
+    text_.Add(u.tokens, u.done);
+    if (text_.stopped()) req_->StopAtString();
+  } while (!u.done);
+  if (u.finish == Finish::kError) return FromStatus(u.error.ok() ? Internal("failed") : u.error);
+  finished_ = true;
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(u)}};
+  if (chat_) {
+    choice["message"] = {{"role", "assistant"}, {"content", text_.text()}};
+  } else {
+    choice["text"] = text_.text();
+  }
+  body = {{"id", id_}, {"object", chat_ ? "chat.completion" : "text_completion"}, {"created", created_},
+          {"model", model_}, {"choices", json::array({choice})}, {"usage", Usage()}};
+  return std::nullopt;
+}
+
+Completion::Turn Completion::Stream(const std::function<bool(const std::string&)>& write,
+                                    const std::function<bool()>& writable, std::chrono::milliseconds wait) {
+  const auto gone = [&] {
+    req_->Cancel();
+    return Turn::kGone;
+  };
+  if (chat_ && !started_) {
+    started_ = true;
+    json first = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                  {"finish_reason", nullptr}};
+    if (!write(Event(first))) return gone();
+  }
+  const Request::Update u = req_->Wait(text_.tokens(), wait);
+  const bool was_stopped = text_.stopped();
+  const std::string piece = text_.Add(u.tokens, u.done);
+  if (text_.stopped() && !was_stopped) req_->StopAtString();
+  if (!piece.empty() || (continuous_usage_ && !u.tokens.empty())) {
+    if (!write(Event(Choice(piece, nullptr, false), continuous_usage_ ? Usage() : json(nullptr)))) return gone();
+  }
+  if (!u.done && !text_.stopped()) return writable() ? Turn::kMore : gone();
+  std::string tail;
+  if (u.done && u.finish == Finish::kError && !text_.stopped()) {
+    tail = "data: " + Dump(ErrorBody(FromStatus(u.error))) + "\n\n";
+  } else {
+    finished_ = true;
+    tail = Event(Choice("", FinishReason(u), true), continuous_usage_ ? Usage() : json(nullptr));
+    if (include_usage_) tail += Event(nullptr, Usage());
+  }
+  tail += "data: [DONE]\n\n";
+  write(tail);
+  return Turn::kDone;
+}
+
+}  // namespace daisy::serve

@@ -1,0 +1,77 @@
+// One completion request's answer, in OpenAI's shapes: the text so far (held back while it could
+// still be the start of a stop string), the usage, the single JSON response and the stream of
+// server-sent events. Knows no sockets: the server hands it a writer.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "coord/scheduler.h"
+#include "serve/api.h"
+#include "tokenizer/tokenizer.h"
+
+namespace daisy::serve {
+
+// The text of a request's tokens, cut at the first stop string (which then stops the request).
+class StopText {
+ public:
+  StopText(const tokenizer::Tokenizer& t, std::vector<std::string> stops);
+  // Takes new tokens (`end`: the request is over); returns the text now safe to send.
+  std::string Add(const std::vector<int32_t>& tokens, bool end);
+  bool stopped() const { return stopped_; }  // a stop string was found: the text ends before it
+  const std::string& text() const { return text_; }
+  size_t tokens() const { return have_; }
+
+ private:
+  tokenizer::StreamDecoder decoder_;
+  std::vector<std::string> stops_;
+  std::string text_;
+  size_t sent_ = 0, have_ = 0;
+  bool stopped_ = false;
+};
+
+class Completion {
+ public:
+  // `req`: the scheduler's request for `parsed`; `id`, `created`: the response's identity.
+  Completion(std::shared_ptr<coord::Request> req, const tokenizer::Tokenizer& t, const CompletionRequest& parsed,
+             std::string model, std::string id, long long created);
+
+  const coord::Request& request() const { return *req_; }
+  // The whole answer once the request ends, or the error it ended with.
+  std::optional<ApiError> Once(nlohmann::json& body);
+  // One turn of a stream: waits up to `wait` for news and writes what is ready as events
+  // through `write` (false: the client is gone). kMore: call again; kDone: the last event and
+  // [DONE] are written; kGone: the client went away (the request is cancelled).
+  enum class Turn { kMore, kDone, kGone };
+  Turn Stream(const std::function<bool(const std::string&)>& write, const std::function<bool()>& writable,
+              std::chrono::milliseconds wait = std::chrono::milliseconds(100));
+  // Whether the request finished (for the server's counters: completed, not failed).
+  bool finished() const { return finished_; }
+  // The client is gone: stop the request and free its KV.
+  void Cancel() { req_->Cancel(); }
+
+  nlohmann::json Usage() const;
+
+ private:
+  nlohmann::json FinishReason(const coord::Request::Update& u) const;
+  std::string Event(const nlohmann::json& choice, const nlohmann::json& usage = nullptr) const;
+  // A streamed choice: a piece of text, or the last one (`last`: an empty delta, the finish reason).
+  nlohmann::json Choice(const std::string& text, const nlohmann::json& finish, bool last) const;
+
+  std::shared_ptr<coord::Request> req_;
+  StopText text_;
+  bool chat_, include_usage_, continuous_usage_;
+  int prompt_tokens_;
+  std::string model_, id_;
+  long long created_;
+  bool started_ = false;   // a chat stream's first (role) event is out
+  bool finished_ = false;
+};
+
+}  // namespace daisy::serve

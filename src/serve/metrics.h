@@ -1,0 +1,29 @@
+// GET /metrics: the scheduler's and the HTTP server's counters in Prometheus' text format.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "coord/scheduler.h"
+
+namespace daisy::serve {
+
+// What the HTTP server counts itself. Thread-safe.
+struct HttpCounters {
+  std::atomic<uint64_t> bad_requests{0}, unauthorized{0}, not_found{0}, too_busy{0}, failed{0};
+  std::atomic<uint64_t> completed{0};
+  std::mutex mu;  // guards the two below
+  double ttft_sum = 0;
+  uint64_t ttft_count = 0;
+
+  // A request that got its answer: its time to the first token.
+  void Completed(double ttft);
+  // A refusal or failure with this HTTP status.
+  void Refused(int status);
+};
+
+std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages);
+
+}  // namespace daisy::serve
