@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -35,10 +36,10 @@ struct GenModelFlags {
   float extra_scale = 0.3f;
 };
 
-int Run(const GenModelFlags& f) {
-  auto shape = model::FindShape(f.shape);
-  if (!shape.ok()) return Fail(shape.status().message());
-  model::ModelConfig config = shape->config;
+// The shape's description with the flags' overrides.
+Result<model::ModelConfig> ConfigFromFlags(const GenModelFlags& f) {
+  DAISY_ASSIGN_OR_RETURN(model::ModelShape shape, model::FindShape(f.shape));
+  model::ModelConfig config = shape.config;
   if (f.layers > 0) config.n_layers = f.layers;
   if (f.d_model > 0) config.d_model = f.d_model;
   if (f.heads > 0) config.n_heads = f.heads;
@@ -47,105 +48,117 @@ int Run(const GenModelFlags& f) {
   if (f.context > 0) config.context_length = f.context;
   config.head_dim = f.head_dim > 0 ? f.head_dim : config.n_heads > 0 ? config.d_model / config.n_heads : 0;
   if (f.head_dim == 0 && config.n_heads > 0 && config.d_model % config.n_heads != 0) {
-    return Fail(StrFormat("d_model %d is not a multiple of %d heads", config.d_model,
-                          config.n_heads));
+    return InvalidArgument("d_model %d is not a multiple of %d heads", config.d_model, config.n_heads);
   }
   if (f.rope_scaling == "on") config.rope_scaling.enabled = true;
   if (f.rope_scaling == "off") config.rope_scaling.enabled = false;
   if (f.tied == "on") config.tied_embeddings = true;
   if (f.tied == "off") config.tied_embeddings = false;
+  return config;
+}
 
-  const auto type = gguf::ParseTensorType(f.type);
-  if (!type || !model::IsSupportedWeightType(*type)) {
-    return Fail("--type must be one of f32, f16, bf16, q8_0, q4_0 (got '" + f.type + "')");
-  }
+// The tokenizer.json's vocabulary (or daisy's byte-level one), padded to the size asked for.
+Result<tokenizer::VocabData> VocabFromFlags(const GenModelFlags& f, const model::ModelConfig& config) {
   tokenizer::VocabData vocab;
   if (!f.tokenizer_json.empty()) {
-    auto imported = tokenizer::ImportHfTokenizer(f.tokenizer_json, {.pre = f.pre});
-    if (!imported.ok()) return Fail(imported.status().message());
-    vocab = std::move(imported).value();
+    DAISY_ASSIGN_OR_RETURN(vocab, tokenizer::ImportHfTokenizer(f.tokenizer_json, {.pre = f.pre}));
   } else {
     vocab = tokenizer::BuiltinByteVocab();
     if (!f.pre.empty()) vocab.pre = f.pre;
   }
   const int want_vocab = f.vocab > 0 ? f.vocab : config.n_vocab;
   if (want_vocab > static_cast<int>(vocab.tokens.size())) model::PadVocab(vocab, want_vocab);
+  return vocab;
+}
 
-  model::GenerateOptions options;
-  options.config = config;
-  options.name = "daisy-synthetic-" + f.shape;
-  options.type = *type;
-  options.seed = f.seed;
-  options.logit_std = f.logit_std;
-  const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  // Progress on stderr for big models: one updating line on a terminal, a line every few
-  // seconds in a log.
+// With --draft-output: the target's options set up for a draft of its first layers, and the
+// draft's.
+Result<model::GenerateOptions> DraftOptions(const GenModelFlags& f, model::GenerateOptions& options) {
+  const int n_layers = options.config.n_layers;
+  const int m = f.draft_layers > 0 ? f.draft_layers : std::max(1, n_layers / 8);
+  if (m >= n_layers) {
+    return InvalidArgument("--draft-layers %d: the draft needs fewer layers than the model's %d", m, n_layers);
+  }
+  if (!(f.extra_scale >= 0)) return InvalidArgument("--extra-scale must be 0 or more");
+  options.branch_layers = m;
+  options.scaled_from = m;
+  options.scaled_by = f.extra_scale;
+  model::GenerateOptions draft = options;
+  draft.config.n_layers = m;
+  draft.scaled_from = -1;
+  draft.name = options.name + "-draft";
+  return draft;
+}
+
+// Progress on stderr for big models: one updating line on a terminal, a line every few seconds
+// in a log.
+std::function<void(uint64_t, uint64_t)> Progress(const std::function<double()>& elapsed) {
   const bool tty = isatty(STDERR_FILENO) != 0;
-  double last_line = 0;
-  options.progress = [&](uint64_t done, uint64_t total) {
+  auto last_line = std::make_shared<double>(0);
+  return [=](uint64_t done, uint64_t total) {
     if (total < (256u << 20)) return;  // small models finish before a report would help
-    if (!tty && done != total && elapsed() - last_line < 5) return;
-    last_line = elapsed();
+    if (!tty && done != total && elapsed() - *last_line < 5) return;
+    *last_line = elapsed();
     std::fprintf(stderr, "%sgen-model: %s / %s (%.0f%%) %.1f s%s", tty ? "\r" : "",
                  HumanBytes(done).c_str(), HumanBytes(total).c_str(),
                  100.0 * static_cast<double>(done) / static_cast<double>(total), elapsed(),
                  tty && done != total ? "   " : "\n");
   };
-  model::GenerateOptions draft_options;
-  if (!f.draft_output.empty()) {
-    const int m = f.draft_layers > 0 ? f.draft_layers : std::max(1, config.n_layers / 8);
-    if (m >= config.n_layers) {
-      return Fail(StrFormat("--draft-layers %d: the draft needs fewer layers than the model's %d", m,
-                            config.n_layers));
-    }
-    if (!(f.extra_scale >= 0)) return Fail("--extra-scale must be 0 or more");
-    options.branch_layers = m;
-    options.scaled_from = m;
-    options.scaled_by = f.extra_scale;
-    draft_options = options;
-    draft_options.config.n_layers = m;
-    draft_options.scaled_from = -1;
-    draft_options.name = options.name + "-draft";
+}
+
+// Writes under a temporary name and renames when complete, so an interrupted run never leaves
+// a truncated model at the name asked for.
+Status Write(const model::GenerateOptions& o, const tokenizer::VocabData& vocab, const std::string& path) {
+  const std::string partial = path + ".partial";
+  DAISY_RETURN_IF_ERROR(model::GenerateModel(o, vocab, partial));
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) return Internal("renaming %s to %s: %s", partial.c_str(), path.c_str(), ec.message().c_str());
+  return Status::Ok();
+}
+
+int Run(const GenModelFlags& f) {
+  auto config = ConfigFromFlags(f);
+  if (!config.ok()) return Fail(config.status().message());
+  const auto type = gguf::ParseTensorType(f.type);
+  if (!type || !model::IsSupportedWeightType(*type)) {
+    return Fail("--type must be one of f32, f16, bf16, q8_0, q4_0 (got '" + f.type + "')");
   }
-  // Each file is written under a temporary name and renamed when complete, so an interrupted
-  // run never leaves a truncated model at the name asked for.
-  auto write = [&](const model::GenerateOptions& o, const std::string& path) -> Status {
-    const std::string partial = path + ".partial";
-    DAISY_RETURN_IF_ERROR(model::GenerateModel(o, vocab, partial));
-    std::error_code ec;
-    std::filesystem::rename(partial, path, ec);
-    if (ec) return Internal("renaming %s to %s: %s", partial.c_str(), path.c_str(), ec.message().c_str());
-    return Status::Ok();
-  };
-  Status s = write(options, f.output);
+  auto vocab = VocabFromFlags(f, *config);
+  if (!vocab.ok()) return Fail(vocab.status().message());
+  model::GenerateOptions options;
+  options.config = *config;
+  options.name = "daisy-synthetic-" + f.shape;
+  options.type = *type;
+  options.seed = f.seed;
+  options.logit_std = f.logit_std;
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  options.progress = Progress(elapsed);
+  Result<model::GenerateOptions> draft = model::GenerateOptions{};
+  if (!f.draft_output.empty()) draft = DraftOptions(f, options);
+  if (!draft.ok()) return Fail(draft.status().message());
+  Status s = Write(options, *vocab, f.output);
+  if (s.ok() && !f.draft_output.empty()) s = Write(*draft, *vocab, f.draft_output);
   if (!s.ok()) return Fail(s.message());
-  if (!f.draft_output.empty()) {
-    s = write(draft_options, f.draft_output);
-    if (!s.ok()) return Fail(s.message());
-  }
   std::error_code ec;
   const auto size = std::filesystem::file_size(f.output, ec);
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
-  const uint64_t peak_rss = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
   if (f.json) {
     nlohmann::json j = {{"path", f.output},     {"bytes", size},
                         {"shape", f.shape},     {"type", f.type},
-                        {"n_vocab", vocab.tokens.size()}, {"n_layers", config.n_layers},
-                        {"d_model", config.d_model}, {"seconds", elapsed()},
-                        {"peak_rss_bytes", peak_rss}};
+                        {"n_vocab", vocab->tokens.size()}, {"n_layers", config->n_layers},
+                        {"d_model", config->d_model}, {"seconds", elapsed()},
+                        {"peak_rss_bytes", static_cast<uint64_t>(usage.ru_maxrss) * 1024}};
     if (!f.draft_output.empty()) {
-      j["draft"] = {{"path", f.draft_output}, {"n_layers", draft_options.config.n_layers},
-                    {"extra_scale", f.extra_scale}};
+      j["draft"] = {{"path", f.draft_output}, {"n_layers", draft->config.n_layers}, {"extra_scale", f.extra_scale}};
     }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("wrote %s: %s shape, %d layers, %s weights, %zu-token vocabulary, %s in %.1f s\n",
-                f.output.c_str(), f.shape.c_str(), config.n_layers, f.type.c_str(),
-                vocab.tokens.size(), HumanBytes(size).c_str(), elapsed());
+                f.output.c_str(), f.shape.c_str(), config->n_layers, f.type.c_str(),
+                vocab->tokens.size(), HumanBytes(size).c_str(), elapsed());
   }
   return 0;
 }

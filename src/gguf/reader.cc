@@ -170,6 +170,84 @@ bool ElementAsInt(ValueType type, const uint8_t* p, int64_t* out) {
   }
 }
 
+// One entry of the tensor index (the `k`-th), every field checked: name length, dimensions,
+// element count, type, row length against the block size, offset alignment.
+Status ReadTensorInfo(Cursor& c, uint64_t k, uint32_t alignment, TensorInfo& t) {
+  const uint64_t at = c.pos();
+  DAISY_ASSIGN_OR_RETURN(t.name, c.ReadString("tensor name"));
+  const std::string shown = EscapeForMessage(t.name);
+  if (t.name.empty() || t.name.size() > kMaxNameLength) {
+    return c.Error(at, StrFormat("tensor %llu has a name of %zu bytes (allowed: 1..%zu)",
+                                 ull(k), t.name.size(), kMaxNameLength));
+  }
+  DAISY_ASSIGN_OR_RETURN(uint32_t n_dims, c.Read<uint32_t>("tensor dimension count"));
+  if (n_dims == 0 || n_dims > kMaxDims) {
+    return c.Error(at, StrFormat("tensor '%s' has %u dimensions (allowed: 1..%d)",
+                                 shown.c_str(), n_dims, kMaxDims));
+  }
+  t.n_dims = static_cast<int>(n_dims);
+  uint64_t n_elements = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    DAISY_ASSIGN_OR_RETURN(uint64_t ne, c.Read<uint64_t>("tensor dimension"));
+    if (ne == 0 || ne > kMaxTensorElements || n_elements > kMaxTensorElements / ne) {
+      return c.Error(at, StrFormat("tensor '%s' dimension %u is %llu: out of range",
+                                   shown.c_str(), d, ull(ne)));
+    }
+    t.ne[d] = static_cast<int64_t>(ne);
+    n_elements *= ne;
+  }
+  t.n_elements = n_elements;
+  DAISY_ASSIGN_OR_RETURN(uint32_t raw_type, c.Read<uint32_t>("tensor type"));
+  const auto traits = FindTensorType(raw_type);
+  if (!traits) {
+    return c.Error(at, StrFormat("tensor '%s' has unknown type %u", shown.c_str(), raw_type));
+  }
+  t.type = traits->type;
+  if (t.ne[0] % traits->block_size != 0) {
+    return c.Error(at, StrFormat("tensor '%s': row length %lld is not a multiple of the %s "
+                                 "block size %u", shown.c_str(), static_cast<long long>(t.ne[0]),
+                                 traits->name, traits->block_size));
+  }
+  t.n_bytes = n_elements / traits->block_size * traits->block_bytes;
+  DAISY_ASSIGN_OR_RETURN(t.offset, c.Read<uint64_t>("tensor data offset"));
+  if (t.offset % alignment != 0) {
+    return c.Error(at, StrFormat("tensor '%s' data offset %llu is not a multiple of the "
+                                 "alignment %u", shown.c_str(), ull(t.offset), alignment));
+  }
+  return Status::Ok();
+}
+
+// Every tensor's bytes lie inside the data section (from `data_offset` to the end of a
+// `file_size`-byte file), and no two overlap.
+Status CheckDataSection(const std::vector<TensorInfo>& tensors, uint64_t data_offset, uint64_t file_size) {
+  if (tensors.empty()) return Status::Ok();
+  if (data_offset > file_size) {
+    return DataLoss("truncated: the data section should start at offset %llu but the file "
+                    "has %llu bytes", ull(data_offset), ull(file_size));
+  }
+  const uint64_t data_size = file_size - data_offset;
+  std::vector<const TensorInfo*> by_offset;
+  by_offset.reserve(tensors.size());
+  for (const TensorInfo& t : tensors) {
+    if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
+      return DataLoss("truncated: tensor '%s' needs bytes [%llu, %llu) of the data section "
+                      "(file offset %llu), which holds %llu bytes", EscapeForMessage(t.name).c_str(), ull(t.offset),
+                      ull(t.offset + t.n_bytes), ull(data_offset + t.offset), ull(data_size));
+    }
+    by_offset.push_back(&t);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
+  for (size_t k = 1; k < by_offset.size(); ++k) {
+    const TensorInfo& prev = *by_offset[k - 1];
+    if (prev.offset + prev.n_bytes > by_offset[k]->offset) {
+      return DataLoss("tensors '%s' and '%s' overlap in the data section", EscapeForMessage(prev.name).c_str(),
+                      EscapeForMessage(by_offset[k]->name).c_str());
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool Value::IsInteger() const {
@@ -270,81 +348,16 @@ Status Reader::ParseHeaderAndIndex() {
   for (uint64_t k = 0; k < n_tensors; ++k) {
     const uint64_t at = c.pos();
     TensorInfo t;
-    DAISY_ASSIGN_OR_RETURN(t.name, c.ReadString("tensor name"));
-    const std::string shown = EscapeForMessage(t.name);
-    if (t.name.empty() || t.name.size() > kMaxNameLength) {
-      return c.Error(at, StrFormat("tensor %llu has a name of %zu bytes (allowed: 1..%zu)",
-                                   ull(k), t.name.size(), kMaxNameLength));
-    }
-    DAISY_ASSIGN_OR_RETURN(uint32_t n_dims, c.Read<uint32_t>("tensor dimension count"));
-    if (n_dims == 0 || n_dims > kMaxDims) {
-      return c.Error(at, StrFormat("tensor '%s' has %u dimensions (allowed: 1..%d)",
-                                   shown.c_str(), n_dims, kMaxDims));
-    }
-    t.n_dims = static_cast<int>(n_dims);
-    uint64_t n_elements = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      DAISY_ASSIGN_OR_RETURN(uint64_t ne, c.Read<uint64_t>("tensor dimension"));
-      if (ne == 0 || ne > kMaxTensorElements || n_elements > kMaxTensorElements / ne) {
-        return c.Error(at, StrFormat("tensor '%s' dimension %u is %llu: out of range",
-                                     shown.c_str(), d, ull(ne)));
-      }
-      t.ne[d] = static_cast<int64_t>(ne);
-      n_elements *= ne;
-    }
-    t.n_elements = n_elements;
-    DAISY_ASSIGN_OR_RETURN(uint32_t raw_type, c.Read<uint32_t>("tensor type"));
-    const auto traits = FindTensorType(raw_type);
-    if (!traits) {
-      return c.Error(at, StrFormat("tensor '%s' has unknown type %u", shown.c_str(), raw_type));
-    }
-    t.type = traits->type;
-    if (t.ne[0] % traits->block_size != 0) {
-      return c.Error(at, StrFormat("tensor '%s': row length %lld is not a multiple of the %s "
-                                   "block size %u", shown.c_str(), static_cast<long long>(t.ne[0]),
-                                   traits->name, traits->block_size));
-    }
-    t.n_bytes = n_elements / traits->block_size * traits->block_bytes;
-    DAISY_ASSIGN_OR_RETURN(t.offset, c.Read<uint64_t>("tensor data offset"));
-    if (t.offset % alignment_ != 0) {
-      return c.Error(at, StrFormat("tensor '%s' data offset %llu is not a multiple of the "
-                                   "alignment %u", shown.c_str(), ull(t.offset), alignment_));
-    }
+    DAISY_RETURN_IF_ERROR(ReadTensorInfo(c, k, alignment_, t));
     if (!tensor_index_.emplace(t.name, tensors_.size()).second) {
-      return c.Error(at, StrFormat("duplicate tensor name '%s'", shown.c_str()));
+      return c.Error(at, StrFormat("duplicate tensor name '%s'", EscapeForMessage(t.name).c_str()));
     }
     tensors_.push_back(t);
   }
 
   // The data section starts at the next multiple of the alignment.
-  const uint64_t end_of_index = c.pos();
-  data_offset_ = (end_of_index + alignment_ - 1) / alignment_ * alignment_;
-  if (tensors_.empty()) return Status::Ok();
-  if (data_offset_ > bytes_.size()) {
-    return DataLoss("truncated: the data section should start at offset %llu but the file "
-                    "has %llu bytes", ull(data_offset_), ull(bytes_.size()));
-  }
-  const uint64_t data_size = bytes_.size() - data_offset_;
-  std::vector<const TensorInfo*> by_offset;
-  by_offset.reserve(tensors_.size());
-  for (const TensorInfo& t : tensors_) {
-    if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
-      return DataLoss("truncated: tensor '%s' needs bytes [%llu, %llu) of the data section "
-                      "(file offset %llu), which holds %llu bytes",   EscapeForMessage(t.name).c_str(), ull(t.offset), ull(t.offset + t.n_bytes),
-                      ull(data_offset_ + t.offset), ull(data_size));
-    }
-    by_offset.push_back(&t);
-  }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const TensorInfo* a, const TensorInfo* b) { return a->offset < b->offset; });
-  for (size_t k = 1; k < by_offset.size(); ++k) {
-    const TensorInfo& prev = *by_offset[k - 1];
-    if (prev.offset + prev.n_bytes > by_offset[k]->offset) {
-      return DataLoss("tensors '%s' and '%s' overlap in the data section",   EscapeForMessage(prev.name).c_str(),
-                      EscapeForMessage(by_offset[k]->name).c_str());
-    }
-  }
-  return Status::Ok();
+  data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  return CheckDataSection(tensors_, data_offset_, bytes_.size());
 }
 
 const Value* Reader::Find(std::string_view key) const {

@@ -1,6 +1,7 @@
 #include "tokenizer/hf_import.h"
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -72,6 +73,140 @@ bool PrependsSpace(const json& tok) {
 
 }  // namespace
 
+namespace {
+
+// The id -> text table of model.vocab and added_tokens, as tokens and types (holes filled with
+// "[PADn]" user-defined tokens, as llama.cpp's converter does; added tokens are control tokens
+// when special, else user-defined).
+Status ReadTokens(const json& tok, const json& model, const std::filesystem::path& path, VocabData& v) {
+  const auto fail = [&](const char* what) { return InvalidArgument("%s: %s", path.c_str(), what); };
+  std::map<int64_t, std::string> by_id;
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 24)) {
+      return fail("a vocabulary id is not an integer in [0, 2^24)");
+    }
+    by_id[id.get<int64_t>()] = text;
+  }
+  std::unordered_map<int64_t, bool> added;  // id -> special
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
+    for (const json& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+          !a.contains("content") || !a["content"].is_string()) {
+        return fail("an added_tokens entry lacks id or content");
+      }
+      const int64_t id = a["id"].get<int64_t>();
+      if (id < 0 || id >= (1 << 24)) return fail("an added token id is out of range");
+      by_id[id] = a["content"].get<std::string>();
+      added[id] = a.value("special", false);
+    }
+  }
+  if (by_id.empty()) return fail("empty vocabulary");
+  const size_t n = static_cast<size_t>(by_id.rbegin()->first) + 1;
+  v.tokens.resize(n);
+  v.token_types.assign(n, static_cast<int32_t>(TokenType::kNormal));
+  for (size_t i = 0; i < n; ++i) {
+    auto it = by_id.find(static_cast<int64_t>(i));
+    if (it == by_id.end()) {
+      v.tokens[i] = StrFormat("[PAD%zu]", i);
+      v.token_types[i] = static_cast<int32_t>(TokenType::kUserDefined);
+      continue;
+    }
+    v.tokens[i] = it->second;
+    if (auto a = added.find(static_cast<int64_t>(i)); a != added.end()) {
+      v.token_types[i] = static_cast<int32_t>(a->second ? TokenType::kControl : TokenType::kUserDefined);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> ReadMerges(const json& model, const std::filesystem::path& path) {
+  std::vector<std::string> merges;
+  merges.reserve(model["merges"].size());
+  for (const json& m : model["merges"]) {
+    if (m.is_string()) {
+      merges.push_back(m.get<std::string>());
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+    } else {
+      return InvalidArgument("%s: a merge is neither \"a b\" nor [\"a\", \"b\"]", path.c_str());
+    }
+  }
+  return merges;
+}
+
+// tokenizer_config.json beside the tokenizer: BOS/EOS, add_bos/add_eos, the chat template.
+Status ReadTokenizerConfig(const std::filesystem::path& path, const std::function<int32_t(const std::string&)>& find_id,
+                           VocabData& v) {
+  const auto config_path = path.parent_path() / "tokenizer_config.json";
+  if (!std::filesystem::exists(config_path)) return Status::Ok();
+  DAISY_ASSIGN_OR_RETURN(json config, ParseJsonFile(config_path));
+  if (!config.is_object()) return Status::Ok();
+  if (config.contains("bos_token")) v.bos_id = find_id(TokenContent(config["bos_token"]));
+  if (config.contains("eos_token")) v.eos_id = find_id(TokenContent(config["eos_token"]));
+  if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
+    v.add_bos = config["add_bos_token"].get<bool>();
+  }
+  if (config.contains("add_eos_token") && config["add_eos_token"].is_boolean()) {
+    v.add_eos = config["add_eos_token"].get<bool>();
+  }
+  if (config.contains("chat_template") && config["chat_template"].is_string()) {
+    v.chat_template = config["chat_template"].get<std::string>();
+  }
+  return Status::Ok();
+}
+
+// SentencePiece exported as BPE (byte_fallback): a token's score is minus the rank of the merge
+// that makes it, so SentencePiece's highest-score-first merging replays the BPE merge order.
+void FinishSentencePiece(const json& tok, const json& model, const std::vector<std::string>& merges,
+                         const std::function<int32_t(const std::string&)>& find_id, VocabData& v) {
+  const size_t n = v.tokens.size();
+  v.scores.assign(n, 0.f);
+  std::vector<bool> scored(n, false);
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const size_t space = merges[rank].find(' ', 1);
+    if (space == std::string::npos) continue;
+    const int32_t id = find_id(merges[rank].substr(0, space) + merges[rank].substr(space + 1));
+    if (id >= 0 && !scored[id]) {
+      v.scores[id] = -static_cast<float>(rank);
+      scored[id] = true;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& t = v.tokens[i];
+    if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
+      v.token_types[i] = static_cast<int32_t>(TokenType::kByte);
+    }
+  }
+  const std::string unk = model.value("unk_token", std::string("<unk>"));
+  v.unk_id = find_id(unk);
+  if (v.unk_id >= 0) v.token_types[v.unk_id] = static_cast<int32_t>(TokenType::kUnknown);
+  if (v.bos_id < 0) v.bos_id = find_id("<s>");
+  if (v.eos_id < 0) v.eos_id = find_id("</s>");
+  v.add_space_prefix = PrependsSpace(tok);
+  if (!v.add_bos) v.add_bos = true;
+}
+
+// Byte-level BPE: the merges, and the pre-tokenizer recognised from its regex.
+void FinishBpe(const json& tok, std::vector<std::string> merges, const HfImportOptions& options,
+               const std::filesystem::path& path, const std::function<int32_t(const std::string&)>& find_id,
+               VocabData& v) {
+  v.merges = std::move(merges);
+  if (!options.pre.empty()) {
+    v.pre = options.pre;
+  } else if (ContainsRegex(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(), kLlama3Regex)) {
+    v.pre = "llama-bpe";
+  } else {
+    v.pre = "default";
+    DAISY_LOG_WARN("%s: pre-tokenizer not recognised as Llama 3's; using \"default\" "
+                   "(override with --pre)", path.c_str());
+  }
+  if (v.bos_id < 0) v.bos_id = find_id("<|begin_of_text|>");
+  if (v.eos_id < 0) v.eos_id = find_id("<|end_of_text|>");
+  if (!v.add_bos && v.pre == "llama-bpe") v.add_bos = true;
+}
+
+}  // namespace
+
 Result<VocabData> ImportHfTokenizer(const std::filesystem::path& path,
                                     const HfImportOptions& options) {
   DAISY_ASSIGN_OR_RETURN(json tok, ParseJsonFile(path));
@@ -85,133 +220,22 @@ Result<VocabData> ImportHfTokenizer(const std::filesystem::path& path,
   if (model.value("type", "") != "BPE") return fail("only BPE tokenizers can be imported");
   if (!model.contains("vocab") || !model["vocab"].is_object()) return fail("model.vocab missing");
   if (!model.contains("merges") || !model["merges"].is_array()) return fail("model.merges missing");
-
-  // id -> text, from the vocabulary and the added tokens.
-  std::map<int64_t, std::string> by_id;
-  for (const auto& [text, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 24)) {
-      return fail("a vocabulary id is not an integer in [0, 2^24)");
-    }
-    by_id[id.get<int64_t>()] = text;
-  }
-  struct Added {
-    bool special;
-  };
-  std::unordered_map<int64_t, Added> added;
-  if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
-    for (const json& a : tok["added_tokens"]) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
-          !a.contains("content") || !a["content"].is_string()) {
-        return fail("an added_tokens entry lacks id or content");
-      }
-      const int64_t id = a["id"].get<int64_t>();
-      if (id < 0 || id >= (1 << 24)) return fail("an added token id is out of range");
-      by_id[id] = a["content"].get<std::string>();
-      added[id] = {a.value("special", false)};
-    }
-  }
-  if (by_id.empty()) return fail("empty vocabulary");
-  const size_t n = static_cast<size_t>(by_id.rbegin()->first) + 1;
-
   VocabData v;
   const bool byte_fallback = model.value("byte_fallback", false);
   v.model = byte_fallback ? "llama" : "gpt2";
-  v.tokens.resize(n);
-  v.token_types.assign(n, static_cast<int32_t>(TokenType::kNormal));
-  for (size_t i = 0; i < n; ++i) {
-    auto it = by_id.find(static_cast<int64_t>(i));
-    if (it == by_id.end()) {
-      v.tokens[i] = StrFormat("[PAD%zu]", i);  // as llama.cpp's converter fills holes
-      v.token_types[i] = static_cast<int32_t>(TokenType::kUserDefined);
-      continue;
-    }
-    v.tokens[i] = it->second;
-    if (auto a = added.find(static_cast<int64_t>(i)); a != added.end()) {
-      v.token_types[i] = static_cast<int32_t>(a->second.special ? TokenType::kControl
-                                                                 : TokenType::kUserDefined);
-    }
-  }
-
-  std::vector<std::string> merges;
-  merges.reserve(model["merges"].size());
-  for (const json& m : model["merges"]) {
-    if (m.is_string()) {
-      merges.push_back(m.get<std::string>());
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
-    } else {
-      return fail("a merge is neither \"a b\" nor [\"a\", \"b\"]");
-    }
-  }
-
-  // tokenizer_config.json beside it: BOS/EOS, add_bos, chat template.
-  json config;
-  const auto config_path = path.parent_path() / "tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) {
-    DAISY_ASSIGN_OR_RETURN(config, ParseJsonFile(config_path));
-  }
+  DAISY_RETURN_IF_ERROR(ReadTokens(tok, model, path, v));
+  DAISY_ASSIGN_OR_RETURN(std::vector<std::string> merges, ReadMerges(model, path));
   std::unordered_map<std::string, int32_t> id_of;
-  for (size_t i = 0; i < n; ++i) id_of.emplace(v.tokens[i], static_cast<int32_t>(i));
-  const auto find_id = [&](const std::string& text) {
+  for (size_t i = 0; i < v.tokens.size(); ++i) id_of.emplace(v.tokens[i], static_cast<int32_t>(i));
+  const std::function<int32_t(const std::string&)> find_id = [&](const std::string& text) {
     auto it = id_of.find(text);
     return it == id_of.end() ? -1 : it->second;
   };
-  if (config.is_object()) {
-    if (config.contains("bos_token")) v.bos_id = find_id(TokenContent(config["bos_token"]));
-    if (config.contains("eos_token")) v.eos_id = find_id(TokenContent(config["eos_token"]));
-    if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) {
-      v.add_bos = config["add_bos_token"].get<bool>();
-    }
-    if (config.contains("add_eos_token") && config["add_eos_token"].is_boolean()) {
-      v.add_eos = config["add_eos_token"].get<bool>();
-    }
-    if (config.contains("chat_template") && config["chat_template"].is_string()) {
-      v.chat_template = config["chat_template"].get<std::string>();
-    }
-  }
-
+  DAISY_RETURN_IF_ERROR(ReadTokenizerConfig(path, find_id, v));
   if (byte_fallback) {
-    // SentencePiece exported as BPE: a token's score is minus the rank of the merge that makes
-    // it, so SentencePiece's highest-score-first merging replays the BPE merge order.
-    v.scores.assign(n, 0.f);
-    std::vector<bool> scored(n, false);
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      const size_t space = merges[rank].find(' ', 1);
-      if (space == std::string::npos) continue;
-      const int32_t id = find_id(merges[rank].substr(0, space) + merges[rank].substr(space + 1));
-      if (id >= 0 && !scored[id]) {
-        v.scores[id] = -static_cast<float>(rank);
-        scored[id] = true;
-      }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      const std::string& t = v.tokens[i];
-      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') {
-        v.token_types[i] = static_cast<int32_t>(TokenType::kByte);
-      }
-    }
-    const std::string unk = model.value("unk_token", std::string("<unk>"));
-    v.unk_id = find_id(unk);
-    if (v.unk_id >= 0) v.token_types[v.unk_id] = static_cast<int32_t>(TokenType::kUnknown);
-    if (v.bos_id < 0) v.bos_id = find_id("<s>");
-    if (v.eos_id < 0) v.eos_id = find_id("</s>");
-    v.add_space_prefix = PrependsSpace(tok);
-    if (!v.add_bos) v.add_bos = true;
+    FinishSentencePiece(tok, model, merges, find_id, v);
   } else {
-    v.merges = std::move(merges);
-    if (!options.pre.empty()) {
-      v.pre = options.pre;
-    } else if (ContainsRegex(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(),
-                             kLlama3Regex)) {
-      v.pre = "llama-bpe";
-    } else {
-      v.pre = "default";
-      DAISY_LOG_WARN("%s: pre-tokenizer not recognised as Llama 3's; using \"default\" "
-                     "(override with --pre)", path.c_str());
-    }
-    if (v.bos_id < 0) v.bos_id = find_id("<|begin_of_text|>");
-    if (v.eos_id < 0) v.eos_id = find_id("<|end_of_text|>");
-    if (!v.add_bos && v.pre == "llama-bpe") v.add_bos = true;
+    FinishBpe(tok, std::move(merges), options, path, find_id, v);
   }
   return v;
 }

@@ -81,6 +81,13 @@ std::vector<Symbol> SplitIntoChars(std::string_view word) {
 }  // namespace
 
 struct Tokenizer::Impl {
+  // The steps of Create: the algorithm and its defaults; token types, end-of-generation and
+  // special tokens; BPE merge ranks or byte tokens; the pieces tokens render as.
+  Status SetKind();
+  Status SetTypesAndSpecials();
+  void SetMergesOrBytes();
+  void SetPieces();
+
   VocabData vocab;
   Kind kind = Kind::kBpe;
   bool ignore_merges = false;
@@ -123,23 +130,19 @@ Result<Tokenizer> Tokenizer::FromGguf(const gguf::Reader& reader) {
   return tok;
 }
 
-Result<Tokenizer> Tokenizer::Create(VocabData vocab) {
-  Tokenizer t;
-  t.impl_ = std::make_unique<Impl>();
-  Impl& m = *t.impl_;
-  m.vocab = std::move(vocab);
+// Which algorithm the file's tokenizer.ggml.model names, and its defaults.
+Status Tokenizer::Impl::SetKind() {
+  Impl& m = *this;
   const VocabData& v = m.vocab;
-  const size_t n = v.tokens.size();
-  if (n == 0) return InvalidArgument("tokenizer has no tokens");
-
   if (v.model == "gpt2") {
     m.kind = Kind::kBpe;
-    DAISY_ASSIGN_OR_RETURN(PreType pre, ParsePreType(v.pre));
-    DAISY_ASSIGN_OR_RETURN(PreTokenizer p, PreTokenizer::Create(pre));
+    DAISY_ASSIGN_OR_RETURN(PreType pre_type, ParsePreType(v.pre));
+    DAISY_ASSIGN_OR_RETURN(PreTokenizer p, PreTokenizer::Create(pre_type));
     m.pre.emplace(std::move(p));
-    m.ignore_merges = pre == PreType::kLlama3;
-    m.add_bos = v.add_bos.value_or(pre == PreType::kLlama3);
-    m.add_space_prefix = false;  // affects only detokenisation for BPE, and defaults off
+    m.ignore_merges = pre_type == PreType::kLlama3;
+    m.add_bos = v.add_bos.value_or(pre_type == PreType::kLlama3);
+    // Affects only detokenisation for BPE, and defaults off.
+    m.add_space_prefix = v.add_space_prefix.value_or(false);
   } else if (v.model == "llama") {
     m.kind = Kind::kSpm;
     m.add_bos = v.add_bos.value_or(true);
@@ -148,8 +151,15 @@ Result<Tokenizer> Tokenizer::Create(VocabData vocab) {
     return Unimplemented("tokenizer model '%s' is not supported (supported: gpt2, llama)",
                          EscapeForMessage(v.model).c_str());
   }
-  if (m.kind == Kind::kBpe && v.add_space_prefix.value_or(false)) m.add_space_prefix = true;
+  return Status::Ok();
+}
 
+// Token types, the text -> id map, the end-of-generation set (its tokens forced to control
+// tokens, as llama.cpp does) and the special tokens, longest first.
+Status Tokenizer::Impl::SetTypesAndSpecials() {
+  Impl& m = *this;
+  const VocabData& v = m.vocab;
+  const size_t n = v.tokens.size();
   m.types.resize(n, TokenType::kNormal);
   for (size_t i = 0; i < v.token_types.size() && i < n; ++i) {
     const int32_t raw = v.token_types[i];
@@ -158,8 +168,6 @@ Result<Tokenizer> Tokenizer::Create(VocabData vocab) {
   m.token_to_id.reserve(n);
   // A duplicated text maps to its last id, as in llama.cpp.
   for (size_t i = 0; i < n; ++i) m.token_to_id[v.tokens[i]] = static_cast<int32_t>(i);
-
-  // End-of-generation tokens are control tokens whatever the file says (llama.cpp does this).
   m.eog.assign(n, false);
   for (std::string_view text : kEogTexts) {
     const int32_t id = m.Lookup(text);
@@ -180,65 +188,80 @@ Result<Tokenizer> Tokenizer::Create(VocabData vocab) {
   if (m.add_bos && m.vocab.bos_id < 0) {
     return DataLoss("the tokenizer adds BOS but defines no tokenizer.ggml.bos_token_id");
   }
-
   for (size_t i = 0; i < n; ++i) {
     const TokenType type = m.types[i];
-    if (type == TokenType::kControl || type == TokenType::kUserDefined ||
-        type == TokenType::kUnknown) {
+    if (type == TokenType::kControl || type == TokenType::kUserDefined || type == TokenType::kUnknown) {
       if (!v.tokens[i].empty()) m.special_tokens.push_back(static_cast<int32_t>(i));
     }
   }
   std::stable_sort(m.special_tokens.begin(), m.special_tokens.end(), [&](int32_t a, int32_t b) {
     return v.tokens[a].size() > v.tokens[b].size();
   });
+  return Status::Ok();
+}
 
-  if (m.kind == Kind::kBpe) {
-    m.bpe_ranks.reserve(v.merges.size());
-    for (size_t rank = 0; rank < v.merges.size(); ++rank) {
-      const std::string& merge = v.merges[rank];
-      const size_t space = merge.find(' ', 1);
-      std::string key;
-      if (space != std::string::npos) {
-        key = merge.substr(0, space);
-        key += '\0';
-        key += merge.substr(space + 1);
-      } else {
-        key = std::string(1, '\0');  // llama.cpp records ("", "") for a merge without a space
-      }
-      m.bpe_ranks.emplace(std::move(key), static_cast<int>(rank));  // first rank wins
-    }
-  } else {
+// BPE: the merge ranks; SentencePiece: the byte-fallback tokens.
+void Tokenizer::Impl::SetMergesOrBytes() {
+  Impl& m = *this;
+  const VocabData& v = m.vocab;
+  if (m.kind != Kind::kBpe) {
     for (int b = 0; b < 256; ++b) {
       int32_t id = m.Lookup(StrFormat("<0x%02X>", b));
       if (id < 0) id = m.Lookup(std::string(1, static_cast<char>(b)));
       m.byte_tokens[b] = id;
     }
+    return;
   }
+  m.bpe_ranks.reserve(v.merges.size());
+  for (size_t rank = 0; rank < v.merges.size(); ++rank) {
+    const std::string& merge = v.merges[rank];
+    const size_t space = merge.find(' ', 1);
+    std::string key;
+    if (space != std::string::npos) {
+      key = merge.substr(0, space);
+      key += '\0';
+      key += merge.substr(space + 1);
+    } else {
+      key = std::string(1, '\0');  // llama.cpp records ("", "") for a merge without a space
+    }
+    m.bpe_ranks.emplace(std::move(key), static_cast<int>(rank));  // first rank wins
+  }
+}
 
-  // Pieces (llama.cpp's token_to_piece with special = true).
+namespace {
+// A normal BPE token's bytes: its byte-level characters mapped back to bytes.
+std::string BpePiece(const std::string& text) {
+  std::string piece;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t start = pos;
+    const int byte = UnicodeToByte(DecodeUtf8(text, pos));
+    if (byte >= 0) {
+      piece += static_cast<char>(byte);
+    } else {
+      // As llama.cpp renders a character outside the byte-level alphabet.
+      piece += "[UNK_BYTE_0x";
+      for (size_t k = start; k < pos; ++k) piece += StrFormat("%02x", static_cast<uint8_t>(text[k]));
+      piece += text + "]";
+    }
+  }
+  return piece;
+}
+}  // namespace
+
+// Pieces (llama.cpp's token_to_piece with special = true).
+void Tokenizer::Impl::SetPieces() {
+  Impl& m = *this;
+  const VocabData& v = m.vocab;
+  const size_t n = v.tokens.size();
   m.pieces.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const std::string& text = v.tokens[i];
     const TokenType type = m.types[i];
     std::string& piece = m.pieces[i];
-    if (type == TokenType::kControl || type == TokenType::kUserDefined ||
-        type == TokenType::kUnknown) {
+    if (type == TokenType::kControl || type == TokenType::kUserDefined || type == TokenType::kUnknown) {
       piece = text;
     } else if (type == TokenType::kNormal && m.kind == Kind::kBpe) {
-      for (size_t pos = 0; pos < text.size();) {
-        const size_t start = pos;
-        const int byte = UnicodeToByte(DecodeUtf8(text, pos));
-        if (byte >= 0) {
-          piece += static_cast<char>(byte);
-        } else {
-          // As llama.cpp renders a character outside the byte-level alphabet.
-          piece += "[UNK_BYTE_0x";
-          for (size_t k = start; k < pos; ++k) {
-            piece += StrFormat("%02x", static_cast<uint8_t>(text[k]));
-          }
-          piece += text + "]";
-        }
-      }
+      piece = BpePiece(text);
     } else if (type == TokenType::kNormal) {
       for (size_t pos = 0; pos < text.size();) {
         if (text.compare(pos, 3, "\xe2\x96\x81") == 0) {
@@ -253,6 +276,18 @@ Result<Tokenizer> Tokenizer::Create(VocabData vocab) {
       piece = std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
     }
   }
+}
+
+Result<Tokenizer> Tokenizer::Create(VocabData vocab) {
+  Tokenizer t;
+  t.impl_ = std::make_unique<Impl>();
+  Impl& m = *t.impl_;
+  m.vocab = std::move(vocab);
+  if (m.vocab.tokens.empty()) return InvalidArgument("tokenizer has no tokens");
+  DAISY_RETURN_IF_ERROR(m.SetKind());
+  DAISY_RETURN_IF_ERROR(m.SetTypesAndSpecials());
+  m.SetMergesOrBytes();
+  m.SetPieces();
   return t;
 }
 
