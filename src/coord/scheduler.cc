@@ -227,6 +227,7 @@ Result<bool> Scheduler::StartBatch(int group) {
   std::vector<int32_t> tokens;
   DraftFor(group);
   // Decode rows first (one per sequence, plus its drafts), then prompt chunks while there is room.
+  int decode_seqs = 0;
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& sp : active_) {
       Seq& s = *sp;
@@ -237,6 +238,7 @@ Result<bool> Scheduler::StartBatch(int group) {
       if (room <= 0) break;
       if (decoding) {
         s.dec->AddDecodeRows(h, tokens);
+        ++decode_seqs;
       } else {
         b->prompt_rows += s.dec->AddPromptRows(h, tokens, std::min(o_.prefill_chunk, room));
       }
@@ -256,6 +258,7 @@ Result<bool> Scheduler::StartBatch(int group) {
     metrics_.submit_seconds += Since(start);
     ++metrics_.forwards;
     metrics_.forward_rows += static_cast<uint64_t>(b->rows);
+    if (decode_seqs >= 2) ++metrics_.batched_decode_forwards;
   }
   group_busy_[group] = true;
   in_flight_.push_back(std::move(b));

@@ -136,6 +136,7 @@ struct SchedulerMetrics {
   uint64_t rejected_queue_full = 0, rejected_too_long = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0;
   uint64_t forwards = 0, forward_rows = 0;
+  uint64_t batched_decode_forwards = 0;  // forwards that decoded two sequences or more at once
   double submit_seconds = 0;  // in the coordinator's own stages (and sending)
   double wait_seconds = 0;    // waiting for the rest of the ring
   int queued = 0, active = 0, in_flight = 0;

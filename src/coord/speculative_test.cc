@@ -14,7 +14,7 @@
 #include "coord/drafter.h"
 #include "coord/generate.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/test_topology.h"
+#include "testing/topology.h"
 #include "pipeline/worker.h"
 #include "shard/load.h"
 #include "tokenizer/hf_import.h"
@@ -23,29 +23,17 @@ namespace daisy::coord {
 namespace {
 
 using pipeline::Pipeline;
-namespace testing = pipeline::testing;
 
 namespace fs = std::filesystem;
 constexpr int kCapacity = 256;
 
 struct Env {
-  testing::TempDir tmp{"speculative-test"};
+  daisy::testing::TempDir tmp{"speculative-test"};
   fs::path dir = tmp.path;
   Env() {
     // A 6-layer target whose first 2 layers, embeddings and head are the draft's.
-    model::GenerateOptions o;
-    o.config = model::FindShape("tiny").value().config;
-    o.config.n_layers = 6;
-    o.type = gguf::TensorType::kQ8_0;
-    o.seed = 11;
-    o.branch_layers = o.scaled_from = 2;
-    o.scaled_by = 0.15f;
-    EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), dir / "target.gguf").ok());
-    model::GenerateOptions d = o;
-    d.config.n_layers = 2;
-    d.scaled_from = -1;
-    EXPECT_TRUE(model::GenerateModel(d, tokenizer::BuiltinByteVocab(), dir / "draft.gguf").ok());
-    testing::CompileShards(dir / "target.gguf", dir / "2", 2);
+    daisy::testing::MakeTargetAndDraft(dir, 6, 2, 11, 0.15f);
+    daisy::testing::CompileShards(dir / "target.gguf", dir / "2", 2);
   }
 };
 
@@ -55,16 +43,12 @@ Env& TheEnv() {
 }
 
 // The target (or `model`) whole, split in this process, or with stage 1 over loopback.
-struct Topology : testing::Topology {
+struct Topology : daisy::testing::Topology {
   explicit Topology(const std::string& kind, const fs::path& model = TheEnv().dir / "target.gguf")
-      : testing::Topology({.kind = kind, .model = model, .shards = TheEnv().dir / "2", .capacity = kCapacity}) {}
+      : daisy::testing::Topology({.kind = kind, .model = model, .shards = TheEnv().dir / "2", .capacity = kCapacity}) {}
 };
 
-std::vector<int32_t> Prompt(int n, int salt) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back((i * 37 + salt * 13) % 250 + 1);
-  return t;
-}
+using daisy::testing::Prompt;
 
 // A prompt that repeats a short pattern, so prompt lookup has something to find.
 std::vector<int32_t> Repetitive(int salt) {
@@ -319,6 +303,82 @@ TEST(Speculative, SamplingIsReproducibleForASeed) {
   EXPECT_EQ(Speculative(*target.p, drafter, prompt, 50, 4, b, sp), first);
   EXPECT_EQ(first.size(), 50u);
   EXPECT_GT(a.accepted, 0);
+}
+
+// The chi-square quantile at p = 1e-4 (Wilson-Hilferty).
+double ChiSquareLimit(int df) {
+  const double z = 3.719, k = df;
+  return k * std::pow(1 - 2 / (9 * k) + z * std::sqrt(2 / (9 * k)), 3);
+}
+
+// Whether two samples of one categorical variable (equal sizes) look alike: the two-sample
+// chi-square over cells with at least 10 draws in all (the rest pooled into one cell).
+void ExpectSameDistribution(const std::map<int32_t, int>& a, const std::map<int32_t, int>& b, const std::string& what) {
+  std::map<int32_t, std::pair<int, int>> cells;
+  for (auto [t, n] : a) cells[t].first += n;
+  for (auto [t, n] : b) cells[t].second += n;
+  double chi = 0;
+  int df = -1, pooled_a = 0, pooled_b = 0;
+  for (auto [t, ab] : cells) {
+    if (ab.first + ab.second < 10) {
+      pooled_a += ab.first, pooled_b += ab.second;
+      continue;
+    }
+    chi += double(ab.first - ab.second) * (ab.first - ab.second) / (ab.first + ab.second);
+    ++df;
+  }
+  if (pooled_a + pooled_b > 0) {
+    chi += double(pooled_a - pooled_b) * (pooled_a - pooled_b) / (pooled_a + pooled_b);
+    ++df;
+  }
+  ASSERT_GE(df, 2) << what << ": too few distinct tokens to compare";
+  EXPECT_LT(chi, ChiSquareLimit(df)) << what << " (chi-square " << chi << ", " << df << " degrees of freedom)";
+}
+
+// Sampled speculative decoding is exact in distribution, end to end: over many seeds, each of
+// the first tokens after the prompt is distributed as plain sampling's (the draws differ seed by
+// seed: verification spends its own random numbers).
+void ExpectSampledSpeculationIsPlainSampling(Drafter& drafter, const std::vector<int32_t>& prompt, float temperature,
+                                             const std::string& what) {
+  Topology target("whole");
+  constexpr int kSeeds = 1200, kTokens = 4;
+  std::vector<std::map<int32_t, int>> plain(kTokens), spec(kTokens);
+  int verifies = 0, accepted = 0, drafted = 0;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    runtime::SamplingParams sp;
+    sp.temperature = temperature;
+    sp.top_k = 6;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.seed = static_cast<uint64_t>(seed);
+    const auto a = Plain(*target.p, prompt, kTokens, sp);
+    GenerateStats st;
+    const auto b = Speculative(*target.p, drafter, prompt, kTokens, 3, st, sp);
+    ASSERT_EQ(a.size(), static_cast<size_t>(kTokens));
+    ASSERT_EQ(b.size(), static_cast<size_t>(kTokens));
+    for (int i = 0; i < kTokens; ++i) {
+      plain[i][a[i]]++;
+      spec[i][b[i]]++;
+    }
+    verifies += st.verifies, accepted += st.accepted, drafted += st.drafted;
+  }
+  // Verification really decided: drafts were both taken and refused.
+  EXPECT_GT(verifies, kSeeds / 2);
+  EXPECT_GT(accepted, 0) << what;
+  EXPECT_LT(accepted, drafted) << what;
+  for (int i = 1; i < kTokens; ++i) ExpectSameDistribution(plain[i], spec[i], what + ", token " + std::to_string(i));
+}
+
+TEST(Speculative, SampledSpeculationWithADraftModelDrawsFromThePlainDistribution) {
+  Topology draft_model("whole", TheEnv().dir / "draft.gguf");
+  ModelDrafter drafter(*draft_model.p);
+  ExpectSampledSpeculationIsPlainSampling(drafter, Prompt(7, 2), 1.0f, "draft model");
+}
+
+TEST(Speculative, SampledSpeculationWithPromptLookupDrawsFromThePlainDistribution) {
+  LookupDrafter drafter;
+  // Hot enough that the sampled text leaves the prompt's loop, so some lookups are refused.
+  ExpectSampledSpeculationIsPlainSampling(drafter, Repetitive(3), 4.0f, "prompt lookup");
 }
 
 }  // namespace

@@ -66,6 +66,12 @@ bool Pipeline::broken() const { return remote_ != nullptr && remote_->broken(); 
 
 std::string Pipeline::why_broken() const { return remote_ != nullptr ? remote_->why_broken() : ""; }
 
+size_t Pipeline::local_sequences() const {
+  size_t n = 0;
+  for (const auto& s : local_) n += s->stage().kv().n_sequences();
+  return n;
+}
+
 uint64_t Pipeline::wire_bytes_sent() const { return remote_ != nullptr ? remote_->wire_bytes_sent() : 0; }
 
 Status Pipeline::Recover() {

@@ -38,6 +38,8 @@ class Pipeline {
   // without workers is never down. Recover() rebuilds it.
   bool broken() const;
   std::string why_broken() const;
+  // Sequences holding KV in this process's stages (summed over them).
+  size_t local_sequences() const;
   // Bytes of forwards sent to the workers so far (frames included).
   uint64_t wire_bytes_sent() const;
   uint64_t NextId() { return ++next_id_; }

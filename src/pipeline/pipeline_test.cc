@@ -12,7 +12,7 @@
 
 #include "model/generator.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/test_topology.h"
+#include "testing/topology.h"
 #include "pipeline/worker.h"
 #include "shard/compile.h"
 #include "shard/load.h"
@@ -24,17 +24,10 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Env {
-  testing::TempDir tmp{"pipeline-test"};
-  fs::path dir = tmp.path, model = dir / "model.gguf";
-  Env() {
-    model::GenerateOptions o;
-    o.config = model::FindShape("tiny").value().config;
-    o.config.n_layers = 6;
-    o.type = gguf::TensorType::kQ8_0;
-    o.seed = 5;
-    EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), model).ok());
-    testing::CompileShards(model, dir / "3", 3);
-  }
+  daisy::testing::TempDir tmp{"pipeline-test"};
+  fs::path dir = tmp.path;
+  fs::path model = daisy::testing::MakeModel({.layers = 6, .seed = 5}, dir / "model.gguf");
+  Env() { daisy::testing::CompileShards(model, dir / "3", 3); }
 };
 
 Env& TheEnv() {
@@ -128,11 +121,7 @@ Result<std::unique_ptr<Coordinator>> Connect(const std::vector<uint16_t>& ports,
   return c;
 }
 
-std::vector<int32_t> Prompt(int n, int salt) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < n; ++i) t.push_back((i * 37 + salt * 11) % 250 + 1);
-  return t;
-}
+using daisy::testing::Prompt;
 
 std::vector<int32_t> Monolithic(const std::vector<int32_t>& prompt, int n) {
   auto m = model::Model::Load(TheEnv().model);

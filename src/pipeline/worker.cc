@@ -342,10 +342,12 @@ void Worker::ComputeLoop() {
                         .max_seqs = t.config.max_seqs, .kv_budget_bytes = options_.kv_budget_bytes});
       stage_.reset();
       stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
+      held_ = 0;
       continue;
     }
     if (t.kind == Task::kRelease) {
       for (int32_t s : t.seqs) stage_->Release(s);
+      held_ = stage_->stage().kv().n_sequences();
       continue;
     }
     const ForwardHeader& h = t.header;
@@ -357,6 +359,7 @@ void Worker::ComputeLoop() {
     Status s = stage_->Run(h, {}, hidden_in, hidden_out, &result);
     done_ = h.id;
     busy_ = 0;
+    held_ = stage_->stage().kv().n_sequences();
     if (!s.ok()) {
       if (coordinator) {
         Send(coordinator, kError,

@@ -37,6 +37,8 @@ class Worker {
   ~Worker();
   uint16_t port() const { return port_; }
   const shard::ShardInfo& info() const { return shard_.info; }
+  // Sequences holding KV on this worker's stage now (updated after each task). Thread-safe.
+  size_t held_sequences() const { return held_.load(); }
   // Closes every connection and joins every thread.
   void Stop();
 
@@ -65,6 +67,7 @@ class Worker {
   // The last forward the compute thread finished, and the one it is computing (0: none): what
   // a Pong reports.
   std::atomic<uint64_t> done_{0}, busy_{0};
+  std::atomic<size_t> held_{0};
   transport::Listener listener_;
   uint16_t port_ = 0;
 

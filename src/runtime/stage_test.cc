@@ -1,53 +1,44 @@
-// Batch invariance of the whole forward pass (design.md invariant 1), for every weight type and
-// kernel table: a sequence's logits are bit-identical alone, batched with other sequences of
-// different lengths, prefilled in different chunk sizes, decoded several rows at a time, and on
-// 1 or 2 threads. Plus the KV cache's errors and rewind.
+// The forward pass. Against an independent reference (a plain forward in double written here from
+// the model's weights): every kernel table, Llama and the description's other features (NeoX
+// RoPE, per-layer RoPE bases, sliding windows). Batch invariance (design.md invariant 1), for
+// every weight type and kernel table: a sequence's logits are bit-identical alone, batched with
+// other sequences of different lengths, prefilled in different chunk sizes, decoded several rows
+// at a time, and on 1 or 2 threads. Plus the KV cache's errors and rewind.
 #include "runtime/stage.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <random>
 
 #include "model/generator.h"
 #include "runtime/sampler.h"
-#include "tokenizer/hf_import.h"
+#include "testing/fixtures.h"
 
 namespace daisy::runtime {
 namespace {
 
 struct Fixture {
-  std::filesystem::path path;
   std::unique_ptr<model::Model> model;
 };
 
+// A tiny generated model of `type` (the mapping stays valid after the file is removed).
 Fixture MakeModel(gguf::TensorType type, int kv_heads = 2) {
-  Fixture f;
-  f.path = std::filesystem::temp_directory_path() /
-           ("stage-" + std::to_string(getpid()) + "-" + gguf::Traits(type).name + "-" +
-            std::to_string(kv_heads) + ".gguf");
-  model::GenerateOptions o;
-  o.config = model::FindShape("tiny").value().config;
-  o.config.n_kv_heads = kv_heads;
-  o.type = type;
-  o.seed = 99;
-  EXPECT_TRUE(model::GenerateModel(o, tokenizer::BuiltinByteVocab(), f.path).ok());
-  auto m = model::Model::Load(f.path);
+  static daisy::testing::TempDir dir("stage-test");
+  const auto path = dir / (std::string(gguf::Traits(type).name) + "-" + std::to_string(kv_heads) + ".gguf");
+  daisy::testing::MakeModel({.kv_heads = kv_heads, .type = type, .seed = 99}, path);
+  auto m = model::Model::Load(path);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
-  f.model = std::move(m).value();
-  std::filesystem::remove(f.path);  // the mapping stays valid
-  return f;
+  std::filesystem::remove(path);
+  return Fixture{std::move(m).value()};
 }
 
-std::vector<int32_t> Tokens(int n, uint32_t seed, int vocab) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
+using daisy::testing::RandomTokens;
 
 // Logits of every position of each sequence, fed in the given schedule: a list of steps, each
 // a list of (sequence, number of new rows).
@@ -81,17 +72,188 @@ void ExpectBitEqual(const std::vector<float>& a, const std::vector<float>& b, co
   ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
 }
 
+// ---- the oracle: a plain forward in double ---------------------------------------------------
+
+using Vec = std::vector<double>;
+
+// Row o of `w` in double (through the reference dequantisation).
+Vec Row(const kernels::WeightMatrix& w, int64_t o) {
+  std::vector<float> f(w.cols);
+  kernels::DequantizeRow(w, o, f.data());
+  return Vec(f.begin(), f.end());
+}
+
+Vec MatVec(const kernels::WeightMatrix& w, const Vec& x) {
+  Vec y(w.rows);
+  for (int64_t o = 0; o < w.rows; ++o) {
+    const Vec r = Row(w, o);
+    for (int64_t i = 0; i < w.cols; ++i) y[o] += r[i] * x[i];
+  }
+  return y;
+}
+
+Vec RmsNormD(const Vec& x, const float* w, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double scale = 1 / std::sqrt(ss / x.size() + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
+  return y;
+}
+
+// Rotates each head of v at position pos, as the description says.
+void RopeD(Vec& v, int n_heads, const model::ModelConfig& c, float base, const float* factors, int pos) {
+  const int hd = c.head_dim;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int i = 0; i < hd / 2; ++i) {
+      const double a = pos * std::pow(static_cast<double>(base), -2.0 * i / hd) / (factors ? factors[i] : 1.0);
+      const int x = h * hd + (c.rope_mode == kernels::RopeMode::kNorm ? 2 * i : i);
+      const int y = h * hd + (c.rope_mode == kernels::RopeMode::kNorm ? 2 * i + 1 : i + hd / 2);
+      const double x0 = v[x], x1 = v[y];
+      v[x] = x0 * std::cos(a) - x1 * std::sin(a);
+      v[y] = x0 * std::sin(a) + x1 * std::cos(a);
+    }
+  }
+}
+
+// The logits after every prefix of `tokens`, as a model whose description is `m`'s computes them.
+std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32_t>& tokens) {
+  const model::ModelConfig& c = m.config();
+  const model::Weights& w = m.weights();
+  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  std::vector<std::vector<Vec>> keys(c.n_layers), values(c.n_layers);
+  std::vector<Vec> logits;
+  for (int pos = 0; pos < static_cast<int>(tokens.size()); ++pos) {
+    Vec x = Row(w.token_embd, tokens[pos]);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const model::LayerWeights& L = w.layers[l];
+      const Vec xn = RmsNormD(x, L.attn_norm, c.rms_eps);
+      Vec q = MatVec(L.wq, xn), k = MatVec(L.wk, xn);
+      const Vec v = MatVec(L.wv, xn);
+      RopeD(q, c.n_heads, c, c.layers[l].rope_theta, w.rope_freqs, pos);
+      RopeD(k, c.n_kv_heads, c, c.layers[l].rope_theta, w.rope_freqs, pos);
+      keys[l].push_back(k);
+      values[l].push_back(v);
+      const int window = c.layers[l].sliding_window;
+      const int begin = window > 0 ? std::max(0, pos + 1 - window) : 0;
+      Vec att(c.q_dim(), 0.0);
+      for (int h = 0; h < c.n_heads; ++h) {
+        const int kvh = h / group;
+        Vec s;
+        double max = -1e300;
+        for (int t = begin; t <= pos; ++t) {
+          double d = 0;
+          for (int i = 0; i < hd; ++i) d += q[h * hd + i] * keys[l][t][kvh * hd + i];
+          s.push_back(d / std::sqrt(static_cast<double>(hd)));
+          max = std::max(max, s.back());
+        }
+        double z = 0;
+        for (double& e : s) z += (e = std::exp(e - max));
+        for (int t = begin; t <= pos; ++t) {
+          for (int i = 0; i < hd; ++i) att[h * hd + i] += s[t - begin] / z * values[l][t][kvh * hd + i];
+        }
+      }
+      const Vec o = MatVec(L.wo, att);
+      for (int i = 0; i < c.d_model; ++i) x[i] += o[i];
+      const Vec fn = RmsNormD(x, L.ffn_norm, c.rms_eps);
+      Vec g = MatVec(L.w_gate, fn);
+      const Vec u = MatVec(L.w_up, fn);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      const Vec down = MatVec(L.w_down, g);
+      for (int i = 0; i < c.d_model; ++i) x[i] += down[i];
+    }
+    logits.push_back(MatVec(w.output, RmsNormD(x, w.output_norm, c.rms_eps)));
+  }
+  return logits;
+}
+
+// Every kernel table's logits against the reference forward, for the model at `path`.
+void ExpectMatchesTheReference(const std::filesystem::path& path, const std::string& what) {
+  auto m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const int vocab = (*m)->config().n_vocab;
+  const std::vector<int32_t> tokens = RandomTokens(24, 5, vocab);
+  const std::vector<Vec> want = ReferenceForward(**m, tokens);
+  for (const kernels::KernelTable* table : kernels::AllSupportedKernels()) {
+    ThreadPool pool(2);
+    Stage stage(**m, StageOptions{.max_batch_rows = 8, .seq_capacity = 64}, *table, pool);
+    // Prefilled in chunks of 8: the window and the RoPE bases hold across chunks too.
+    const auto got = RunSchedule(stage, {{0, tokens}}, {{{0, 8}}, {{0, 8}}, {{0, 8}}}).at(0);
+    double worst = 0;
+    for (size_t p = 0; p < tokens.size(); ++p) {
+      for (int t = 0; t < vocab; ++t) worst = std::max(worst, std::fabs(got[p * vocab + t] - want[p][t]));
+    }
+    // f32 weights: only the summation order differs (logits are ~8 wide).
+    EXPECT_LT(worst, 2e-3) << what << " with " << table->name;
+  }
+}
+
+TEST(Stage, MatchesAReferenceForward) {
+  static daisy::testing::TempDir dir("stage-reference");
+  const auto llama = daisy::testing::MakeModel({.kv_heads = 2, .type = gguf::TensorType::kF32, .seed = 3},
+                                               dir / "llama.gguf");
+  ExpectMatchesTheReference(llama, "llama");
+  const auto rope31 = daisy::testing::MakeModel(
+      {.shape = "small", .layers = 2, .type = gguf::TensorType::kF32, .seed = 4}, dir / "small.gguf");
+  ExpectMatchesTheReference(rope31, "small");
+  // The description's features no Llama file states: each changes the logits, and each matches.
+  const auto neox = daisy::testing::WithDescription(llama, dir / "neox.gguf", [](model::ModelConfig& c) {
+    c.rope_mode = kernels::RopeMode::kNeox;
+  });
+  ExpectMatchesTheReference(neox, "NeoX RoPE");
+  const auto bases = daisy::testing::WithDescription(llama, dir / "bases.gguf", [](model::ModelConfig& c) {
+    c.layers[0].rope_theta = 1000.f;
+    c.layers[1].rope_theta = 1e6f;
+  });
+  ExpectMatchesTheReference(bases, "per-layer RoPE bases");
+  const auto window = daisy::testing::WithDescription(llama, dir / "window.gguf", [](model::ModelConfig& c) {
+    c.layers[0].sliding_window = 5;
+  });
+  ExpectMatchesTheReference(window, "a sliding window on layer 0");
+}
+
+TEST(Stage, DescriptionFeaturesChangeTheResult) {
+  // The reference and the stage could agree by ignoring a feature together: each feature must
+  // move the logits away from the plain Llama ones.
+  static daisy::testing::TempDir dir("stage-features");
+  const auto llama = daisy::testing::MakeModel({.kv_heads = 2, .type = gguf::TensorType::kF32, .seed = 3},
+                                               dir / "llama.gguf");
+  auto logits = [&](const std::filesystem::path& p) {
+    auto m = model::Model::Load(p);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    ThreadPool pool(1);
+    Stage stage(**m, StageOptions{.max_batch_rows = 32, .seq_capacity = 32}, kernels::ScalarKernels(), pool);
+    return RunSchedule(stage, {{0, RandomTokens(12, 6, (*m)->config().n_vocab)}}, {{{0, 12}}}).at(0);
+  };
+  const auto base = logits(llama);
+  for (const auto& [name, change] :
+       std::vector<std::pair<std::string, std::function<void(model::ModelConfig&)>>>{
+           {"neox", [](model::ModelConfig& c) { c.rope_mode = kernels::RopeMode::kNeox; }},
+           {"bases", [](model::ModelConfig& c) { c.layers[1].rope_theta = 77.f; }},
+           {"window", [](model::ModelConfig& c) { c.layers[1].sliding_window = 3; }}}) {
+    const auto got = logits(daisy::testing::WithDescription(llama, dir / (name + ".gguf"), change));
+    EXPECT_NE(std::memcmp(got.data(), base.data(), base.size() * sizeof(float)), 0) << name;
+  }
+}
+
 class BatchInvariance : public ::testing::TestWithParam<gguf::TensorType> {};
 
 TEST_P(BatchInvariance, LogitsDoNotDependOnTheBatch) {
   Fixture f = MakeModel(GetParam());
   const int vocab = f.model->config().n_vocab;
   const std::map<int, std::vector<int32_t>> seqs = {
-      {0, Tokens(21, 1, vocab)}, {1, Tokens(9, 2, vocab)}, {2, Tokens(14, 3, vocab)},
-      {3, Tokens(5, 4, vocab)},  {4, Tokens(17, 5, vocab)}, {5, Tokens(3, 6, vocab)},
-      {6, Tokens(11, 7, vocab)}, {7, Tokens(8, 8, vocab)}};
+      {0, RandomTokens(21, 1, vocab)}, {1, RandomTokens(9, 2, vocab)}, {2, RandomTokens(14, 3, vocab)},
+      {3, RandomTokens(5, 4, vocab)},  {4, RandomTokens(17, 5, vocab)}, {5, RandomTokens(3, 6, vocab)},
+      {6, RandomTokens(11, 7, vocab)}, {7, RandomTokens(8, 8, vocab)}};
   for (const kernels::KernelTable* table : kernels::AllSupportedKernels()) {
-    std::vector<float> single_thread;
+    // The reference: sequence 0 alone, one prefill, on one thread. Every schedule below, on one
+    // thread and on two, must give its bits.
+    std::map<int, std::vector<float>> alone;
+    {
+      ThreadPool one(1);
+      Stage stage(*f.model, StageOptions{.max_batch_rows = 128, .seq_capacity = 64}, *table, one);
+      alone = RunSchedule(stage, seqs, {{{0, 21}}});
+    }
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
       const std::string tag = std::string(table->name) + "/" + gguf::Traits(GetParam()).name +
@@ -100,11 +262,10 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnTheBatch) {
         return std::make_unique<Stage>(*f.model, StageOptions{.max_batch_rows = 128, .seq_capacity = 64},
                                        *table, pool);
       };
-      // Sequence 0 alone, one prefill.
-      auto alone_stage = fresh();
-      const auto alone = RunSchedule(*alone_stage, seqs, {{{0, 21}}});
-      if (threads == 1) single_thread = alone.at(0);
-      ExpectBitEqual(alone.at(0), single_thread, tag + " vs 1 thread");
+      // One prefill on this thread count (the matrix rows and attention heads split across
+      // threads differently from one thread).
+      auto s0 = fresh();
+      ExpectBitEqual(RunSchedule(*s0, seqs, {{{0, 21}}}).at(0), alone.at(0), tag + " one prefill");
       // Alone, token by token.
       Schedule one_by_one;
       for (int i = 0; i < 21; ++i) one_by_one.push_back({{0, 1}});
@@ -146,7 +307,7 @@ TEST(Stage, RewindRecomputesExactly) {
   ThreadPool pool(2);
   Stage stage(*f.model, {.max_batch_rows = 32, .seq_capacity = 32}, kernels::BestKernels(), pool);
   const int vocab = f.model->config().n_vocab;
-  const auto tokens = Tokens(12, 9, vocab);
+  const auto tokens = RandomTokens(12, 9, vocab);
   const auto first = RunSchedule(stage, {{0, tokens}}, {{{0, 12}}});
   // Rewind to position 7 (as a rejected speculation would) with different tokens, then back.
   std::vector<BatchRow> rows;
@@ -205,36 +366,6 @@ TEST(Stage, BadBatchesAreRefusedAndChangeNothing) {
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
   stage.Release(1);
   EXPECT_TRUE(stage.Forward({&s2, 1}, {}, out).ok());
-}
-
-TEST(Sampler, GreedyIsArgmaxAndSeedsRepeat) {
-  std::vector<float> logits = {0.1f, 2.0f, 2.0f, -1.0f, 1.5f};
-  Sampler greedy({});
-  EXPECT_EQ(greedy.Sample(logits, {}), 1);  // ties go to the lowest id
-  SamplingParams p;
-  p.temperature = 1.0f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.seed = 7;
-  Sampler a(p), b(p);
-  std::vector<int32_t> ta, tb;
-  for (int i = 0; i < 50; ++i) {
-    ta.push_back(a.Sample(logits, ta));
-    tb.push_back(b.Sample(logits, tb));
-  }
-  EXPECT_EQ(ta, tb);
-  std::map<int32_t, int> counts;
-  for (int32_t t : ta) counts[t]++;
-  EXPECT_GT(counts.size(), 2u);  // actually samples
-  // top_k = 1 is greedy whatever the temperature; the penalty can change the winner.
-  p.top_k = 1;
-  Sampler k1(p);
-  EXPECT_EQ(k1.Sample(logits, {}), 1);
-  p.repeat_penalty = 2.0f;
-  Sampler pen(p);
-  const int32_t history[] = {1, 2};
-  EXPECT_EQ(pen.Sample(logits, history), 4);
 }
 
 }  // namespace

@@ -59,6 +59,8 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
   metric("daisy_stages", "gauge", "Pipeline stages.", sample("daisy_stages", stages));
   metric("daisy_forwards_total", "counter", "Micro-batch forwards started.", sample("daisy_forwards_total", static_cast<double>(m.forwards)));
   metric("daisy_forward_rows_total", "counter", "Rows in those forwards.", sample("daisy_forward_rows_total", static_cast<double>(m.forward_rows)));
+  metric("daisy_batched_decode_forwards_total", "counter", "Forwards that decoded two sequences or more at once.",
+         sample("daisy_batched_decode_forwards_total", static_cast<double>(m.batched_decode_forwards)));
   metric("daisy_coordinator_compute_seconds_total", "counter", "Time in the coordinator's own stages (and sending to the next).",
          sample("daisy_coordinator_compute_seconds_total", m.submit_seconds));
   metric("daisy_ring_wait_seconds_total", "counter", "Time waiting for the rest of the pipeline (later stages and hops).",

@@ -16,32 +16,25 @@
 #include "shard/format.h"
 #include "shard/load.h"
 #include "shard/plan.h"
-#include "tokenizer/hf_import.h"
+#include "testing/fixtures.h"
 
 namespace daisy::shard {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A scratch directory per case, removed with the test binary's.
 fs::path TempDir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("shard-test-" + std::to_string(getpid()) + "-" + name);
+  static daisy::testing::TempDir root("shard-test");
+  const fs::path p = root / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
 }
 
-fs::path MakeModel(const fs::path& dir, gguf::TensorType type, uint64_t seed, int layers,
-                   bool tied = false) {
-  model::GenerateOptions o;
-  o.config = model::FindShape("tiny").value().config;
-  o.config.n_layers = layers;
-  o.config.tied_embeddings = tied;
-  o.type = type;
-  o.seed = seed;
-  const fs::path path = dir / ("model-" + std::to_string(seed) + "-" + gguf::Traits(type).name + ".gguf");
-  Status s = model::GenerateModel(o, tokenizer::BuiltinByteVocab(), path);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return path;
+fs::path MakeModel(const fs::path& dir, gguf::TensorType type, uint64_t seed, int layers, bool tied = false) {
+  return daisy::testing::MakeModel({.layers = layers, .tied = tied, .type = type, .seed = seed},
+                                   dir / ("model-" + std::to_string(seed) + "-" + gguf::Traits(type).name + ".gguf"));
 }
 
 CompileReport MustCompile(const fs::path& model, const fs::path& out, int stages,

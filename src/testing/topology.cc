@@ -1,12 +1,19 @@
-#include "pipeline/test_topology.h"
+#include "testing/topology.h"
+
+#include "shard/compile.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
+namespace daisy::testing {
 
-namespace daisy::pipeline::testing {
+using pipeline::Pipeline;
+using pipeline::RemoteChain;
+using pipeline::RemoteOptions;
+using pipeline::Worker;
+using pipeline::WorkerOptions;
 
 namespace fs = std::filesystem;
 
@@ -23,29 +30,6 @@ T Must(Result<T> r, const char* what) {
 
 }  // namespace
 
-TempDir::TempDir(std::string_view name)
-    : path(fs::temp_directory_path() / (std::string(name) + "-" + std::to_string(getpid()))) {
-  fs::remove_all(path);
-  fs::create_directories(path);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-}
-
-void CompileShards(const fs::path& model, const fs::path& out, int stages) {
-  shard::CompileOptions c;
-  c.model = model;
-  c.out_dir = out;
-  c.stages = stages;
-  c.progress = false;
-  if (auto r = shard::Compile(c); !r.ok()) {
-    std::fprintf(stderr, "test fixture: compiling %s: %s\n", model.c_str(), r.status().ToString().c_str());
-    std::abort();
-  }
-}
-
 Topology::Topology(const TopologyOptions& o) {
   runtime::StageOptions base{.max_batch_rows = 64, .seq_capacity = o.capacity, .max_seqs = o.max_seqs};
   std::vector<const model::Model*> models;
@@ -60,7 +44,7 @@ Topology::Topology(const TopologyOptions& o) {
     for (int i = 0; i < local; ++i) {
       shards.push_back(Must(shard::LoadShard(shard::ShardPath(o.shards, i)), "loading a shard"));
       models.push_back(shards.back().model.get());
-      opts.push_back(StageOptionsFor(shards.back().info, base));
+      opts.push_back(pipeline::StageOptionsFor(shards.back().info, base));
     }
     if (o.kind == "remote") {
       WorkerOptions wo;
@@ -81,4 +65,4 @@ Topology::Topology(const TopologyOptions& o) {
   p = std::make_unique<Pipeline>(models, opts, kernels::BestKernels(), pool, std::move(remote));
 }
 
-}  // namespace daisy::pipeline::testing
+}  // namespace daisy::testing
