@@ -1,7 +1,9 @@
-// What the integration tests share: the daisy binary ($DAISY, else build/apps/daisy), a scratch
-// directory and the processes a test file starts (removed and killed when the file's tests end),
-// running daisy to completion, and starting long-running daisy commands (worker, serve, proxy)
-// that print a JSON ready line.
+// What every test that drives daisy as a process shares (the integration tests here, and the
+// differential tests and benchmarks through ../parity/lib.mjs): the daisy binary ($DAISY, else
+// build/apps/daisy), a scratch directory and the processes a test file starts (removed and
+// killed when the file's tests end), running daisy to completion within a bound, starting
+// long-running daisy commands (worker, serve, proxy) that print a JSON ready line, and the
+// fixtures the tests build from them: models, shards, workers.
 import assert from "node:assert/strict";
 import {spawn, spawnSync} from "node:child_process";
 import fs from "node:fs";
@@ -57,5 +59,53 @@ export function harness(name) {
     proc.stderr.on("data", (d) => (err += d));
     proc.on("exit", (code) => reject(new Error(`daisy ${args.join(" ")} exited ${code}: ${err}`)));
   });
-  return {dir, track, run, must, mustJson: (args) => lastJson(must(args).out), start};
+  // Runs `daisy <args>` in the background; `done` resolves at its exit with {code, out, err, seconds}.
+  const runInBackground = (args) => {
+    const proc = track(spawn(daisy, args));
+    let out = "", err = "";
+    proc.stdout.on("data", (d) => (out += d));
+    proc.stderr.on("data", (d) => (err += d));
+    const t0 = Date.now();
+    const done = new Promise((resolve) => proc.on("exit", (code) => resolve({code, out, err, seconds: (Date.now() - t0) / 1000})));
+    return {proc, done};
+  };
+  // A generated model in the scratch directory: `daisy gen-model --shape tiny` with `flags`.
+  const makeModel = (name, flags = []) => {
+    const p = path.join(dir, `${name}.gguf`);
+    must(["gen-model", "--shape", "tiny", ...flags, "-o", p]);
+    return p;
+  };
+  // `daisy compile`; returns its JSON report.
+  const compile = (model, out, args) => lastJson(must(["compile", "-m", model, "-o", out, ...args, "--json"]).out);
+  // A worker on loopback (any free port unless given), one thread.
+  const startWorker = (shard, extra = [], port = 0) =>
+    start(["worker", "--shard", shard, "--listen", `127.0.0.1:${port}`, "-t", "1", ...extra]);
+  // Workers for stages 1 .. stages-1 of a compiled directory.
+  const startWorkers = async (shardDir, stages, extra = []) => {
+    const ws = [];
+    for (let s = 1; s < stages; s++) ws.push(await startWorker(path.join(shardDir, `stage-${s}.daisy`), extra));
+    return ws;
+  };
+  return {dir, track, run, must, mustJson: (args) => lastJson(must(args).out), start, runInBackground, makeModel,
+          compile, startWorker, startWorkers};
+}
+
+// Stops workers (SIGTERM, and SIGCONT first in case a test stopped one).
+export function stopWorkers(ws) {
+  for (const w of ws) {
+    w.proc.kill("SIGCONT");
+    w.proc.kill("SIGTERM");
+  }
+}
+
+// "127.0.0.1:P1,127.0.0.1:P2" for --workers.
+export const addrs = (ws) => ws.map((w) => `127.0.0.1:${w.port}`).join(",");
+
+// Resolves once `w`'s stderr matches `re` (polling), or rejects after `ms`.
+export async function waitForStderr(w, re, ms = 20000) {
+  const t0 = Date.now();
+  while (!re.test(w.stderr())) {
+    if (Date.now() - t0 > ms) throw new Error(`no ${re} in the process's stderr: ${w.stderr()}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }

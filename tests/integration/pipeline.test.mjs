@@ -8,32 +8,12 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import {test} from "node:test";
-import {daisy, harness, lastJson} from "./lib.mjs";
+import {addrs, daisy, harness, lastJson, stopWorkers as stop, waitForStderr} from "./lib.mjs";
 
-const {dir, track, run, must, start} = harness("pipeline");
-
-// Starts a worker; resolves with {proc, port, stderr()} once it prints its ready line.
-const startWorker = (shard, extra = [], port = 0) =>
-  start(["worker", "--shard", shard, "--listen", `127.0.0.1:${port}`, "-t", "1", ...extra]);
-async function startWorkers(shardDir, stages, extra = []) {
-  const ws = [];
-  for (let s = 1; s < stages; s++) ws.push(await startWorker(path.join(shardDir, `stage-${s}.daisy`), extra));
-  return ws;
-}
-function stop(ws) {
-  for (const w of ws) w.proc.kill("SIGTERM");
-}
-const addrs = (ws) => ws.map((w) => `127.0.0.1:${w.port}`).join(",");
-
-function makeModel(name, type, seed, layers) {
-  const p = path.join(dir, `${name}.gguf`);
-  must(["gen-model", "--shape", "tiny", "--layers", String(layers), "--type", type, "--seed", String(seed), "-o", p]);
-  return p;
-}
-function compile(model, out, args) {
-  const r = must(["compile", "-m", model, "-o", out, ...args, "--json"]);
-  return lastJson(r.out);
-}
+const h = harness("pipeline");
+const {dir, track, run, must, start, compile, startWorker, startWorkers, runInBackground} = h;
+const makeModel = (name, type, seed, layers) =>
+  h.makeModel(name, ["--layers", String(layers), "--type", type, "--seed", String(seed)]);
 
 const prompts = ["1,2,3,4,5", "200,17,99,3,3,3,41,250,8,9,10,11,12", "7"];
 const runArgs = (ids) => ["--ids", ids, "-n", "24", "--ignore-eos", "--json", "-t", "1", "-b", "4"];
@@ -337,26 +317,6 @@ test("a cluster file describes the whole pipeline for the workers and the coordi
   assert.match(coordStage.err, /stage 0 runs in the coordinator/);
 });
 
-// Runs `daisy <args>` in the background; resolves at its exit with {code, out, err, seconds}.
-function runInBackground(args) {
-  const proc = track(spawn(daisy, args));
-  let out = "", err = "";
-  proc.stdout.on("data", (d) => (out += d));
-  proc.stderr.on("data", (d) => (err += d));
-  const t0 = Date.now();
-  const done = new Promise((resolve) => proc.on("exit", (code) => resolve({code, out, err, seconds: (Date.now() - t0) / 1000})));
-  return {proc, done};
-}
-
-// Resolves once `w`'s stderr matches `re` (polling), or rejects after `ms`.
-async function waitForStderr(w, re, ms = 20000) {
-  const t0 = Date.now();
-  while (!re.test(w.stderr())) {
-    if (Date.now() - t0 > ms) throw new Error(`no ${re} in the worker's stderr: ${w.stderr()}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 test("a worker that stops answering (SIGSTOP) fails the run within --peer-timeout, named; it serves again once continued", async () => {
   const model = makeModel("stop", "q8_0", 61, 4);
   const out = path.join(dir, "stop");
@@ -380,7 +340,6 @@ test("a worker that stops answering (SIGSTOP) fails the run within --peer-timeou
     const j = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), "--ids", "1,2,3", "-n", "5", "--json"]).out);
     assert.deepEqual(j.ids, lastJson(must(["run", "-m", model, "--ids", "1,2,3", "-n", "5", "--json"]).out).ids);
   } finally {
-    for (const w of ws) w.proc.kill("SIGCONT");
     stop(ws);
   }
 });
@@ -403,7 +362,6 @@ test("a forward that does not finish fails within --forward-timeout, naming the 
     assert.match(res.err, new RegExp(`no result for forward \\d+ within 2 s: worker 127\\.0\\.0\\.1:${ws[0].port} \\(stage 1\\)`));
     assert.ok(res.seconds < 60);
   } finally {
-    for (const w of ws) w.proc.kill("SIGCONT");
     stop(ws);
   }
 });

@@ -7,8 +7,7 @@ import path from "node:path";
 import {test} from "node:test";
 import {harness} from "./lib.mjs";
 
-const {dir, run, mustJson: must, start} = harness("speculative");
-const startWorker = (shard) => start(["worker", "--shard", shard, "--listen", "127.0.0.1:0", "-t", "1"]);
+const {dir, run, mustJson: must, start, startWorker} = harness("speculative");
 const startServer = (args) => start(["serve", ...args]);
 
 const target = path.join(dir, "target.gguf"), draft = path.join(dir, "draft.gguf");

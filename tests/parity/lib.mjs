@@ -36,11 +36,8 @@ export function runDaisy(bin, args, input) {
   return r.stdout;
 }
 
-// The last line of stdout as JSON (daisy's --json contract).
-export function lastJsonLine(stdout) {
-  const lines = stdout.trim().split("\n");
-  return JSON.parse(lines[lines.length - 1]);
-}
+// The last line of stdout as JSON (daisy's --json contract): the integration tests' helper.
+export {lastJson as lastJsonLine} from "../integration/lib.mjs";
 
 // A small seeded PRNG (mulberry32): deterministic test data without Math.random.
 export function mulberry32(seed) {
