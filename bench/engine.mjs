@@ -6,6 +6,10 @@
 //
 //   node bench/engine.mjs [--models 1b-q4_0,1b-q8_0,8b-q4_0,8b-q8_0] [--threads 1,2]
 //                         [--rounds 3] [--prompt 128] [--gen 128] [--dir /tmp/daisy-bench]
+//                         [--ab OLD_DAISY] [--no-llama]
+// --ab runs another daisy build as a third side in the same alternation (a refactor's "within
+// noise of the build before", side by side); its ids must equal this build's. --no-llama skips
+// llama.cpp (an A/B of two daisy builds alone).
 import fs from "node:fs";
 import path from "node:path";
 import {spawnSync} from "node:child_process";
@@ -20,6 +24,8 @@ const rounds = Number(args.rounds ?? 3);
 const promptLen = Number(args.prompt ?? 128);
 const genLen = Number(args.gen ?? 128);
 const dir = args.dir ?? "/tmp/daisy-bench";
+const abBin = args.ab;
+const withLlama = !args["no-llama"];
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b", "70b": "llama-3.1-70b"};
@@ -50,8 +56,8 @@ function bandwidth() {
 
 const promptIds = Array.from({length: promptLen}, (_, i) => 1000 + ((i * 7919) % 120000));
 
-function runOurs(file, threads) {
-  const out = runDaisy(bin, ["run", "-m", file, "--ids", promptIds.join(","), "-n", String(genLen),
+function runOurs(file, threads, which = bin) {
+  const out = runDaisy(which, ["run", "-m", file, "--ids", promptIds.join(","), "-n", String(genLen),
                              "--ignore-eos", "--threads", String(threads), "--json"]);
   const j = lastJsonLine(out);
   return {prompt: j.prompt_tok_s, decode: j.decode_tok_s, ids: j.ids};
@@ -81,33 +87,45 @@ const stats = (xs) => {
   return {min: +s[0].toFixed(2), median: +median.toFixed(2), max: +s[n - 1].toFixed(2)};
 };
 
-const llama = await getReferenceLlama();
+const llama = withLlama ? await getReferenceLlama() : null;
 const rows = [];
 const bw = [];
 for (const name of models) {
   const file = ensureModel(name);
   const bytes = bytesPerToken(file);
   for (const threads of threadCounts) {
-    const d = {prompt: [], decode: []}, l = {prompt: [], decode: []};
+    const d = {prompt: [], decode: []}, l = {prompt: [], decode: []}, o = {prompt: [], decode: []};
+    const sides = ["daisy", ...(withLlama ? ["llama"] : []), ...(abBin ? ["ab"] : [])];
     for (let r = 0; r < rounds; r++) {
       bw.push(bandwidth());
-      // Alternate which side goes first.
-      const order = r % 2 === 0 ? ["daisy", "llama"] : ["llama", "daisy"];
+      // Rotate which side goes first.
+      const order = sides.map((_, i) => sides[(i + r) % sides.length]);
+      let ids = null;
       for (const side of order) {
-        const res = side === "daisy" ? runOurs(file, threads) : await runLlama(llama, file, threads);
-        const dst = side === "daisy" ? d : l;
+        const res = side === "daisy" ? runOurs(file, threads) : side === "ab" ? runOurs(file, threads, abBin)
+                                                                               : await runLlama(llama, file, threads);
+        if (res.ids && ids && JSON.stringify(res.ids) !== JSON.stringify(ids)) throw new Error(`${name}: the --ab build's ids differ`);
+        if (res.ids) ids = res.ids;
+        const dst = side === "daisy" ? d : side === "ab" ? o : l;
         dst.prompt.push(res.prompt);
         dst.decode.push(res.decode);
         log(`${name} t=${threads} round ${r} ${side}: prompt ${res.prompt.toFixed(1)} tok/s, decode ${res.decode.toFixed(2)} tok/s`);
       }
     }
     const row = {model: name, threads, weight_bytes_per_token: bytes,
-                 daisy: {prompt_tok_s: stats(d.prompt), decode_tok_s: stats(d.decode)},
-                 llamacpp: {prompt_tok_s: stats(l.prompt), decode_tok_s: stats(l.decode)}};
-    row.ratio_prompt = +(row.daisy.prompt_tok_s.median / row.llamacpp.prompt_tok_s.median).toFixed(3);
-    row.ratio_decode = +(row.daisy.decode_tok_s.median / row.llamacpp.decode_tok_s.median).toFixed(3);
+                 daisy: {prompt_tok_s: stats(d.prompt), decode_tok_s: stats(d.decode)}};
     row.daisy_decode_gb_s = +(bytes * row.daisy.decode_tok_s.median / 1e9).toFixed(2);
-    row.llamacpp_decode_gb_s = +(bytes * row.llamacpp.decode_tok_s.median / 1e9).toFixed(2);
+    if (withLlama) {
+      row.llamacpp = {prompt_tok_s: stats(l.prompt), decode_tok_s: stats(l.decode)};
+      row.ratio_prompt = +(row.daisy.prompt_tok_s.median / row.llamacpp.prompt_tok_s.median).toFixed(3);
+      row.ratio_decode = +(row.daisy.decode_tok_s.median / row.llamacpp.decode_tok_s.median).toFixed(3);
+      row.llamacpp_decode_gb_s = +(bytes * row.llamacpp.decode_tok_s.median / 1e9).toFixed(2);
+    }
+    if (abBin) {
+      row.ab = {binary: abBin, prompt_tok_s: stats(o.prompt), decode_tok_s: stats(o.decode)};
+      row.vs_ab_prompt = +(row.daisy.prompt_tok_s.median / row.ab.prompt_tok_s.median).toFixed(3);
+      row.vs_ab_decode = +(row.daisy.decode_tok_s.median / row.ab.decode_tok_s.median).toFixed(3);
+    }
     rows.push(row);
     log(JSON.stringify(row));
   }

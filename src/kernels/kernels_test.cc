@@ -228,6 +228,12 @@ TEST(Kernels, FormatTableIsConsistent) {
     EXPECT_EQ(FindFormat(f.ggml_type), &f) << f.name;
     EXPECT_EQ(FindFormat(std::string_view(f.name)), &f) << f.name;
     EXPECT_EQ(ColsMultiple(f.type) % f.block_elems, 0) << f.name;
+    // A packed format packs and unpacks; a plain one is read as it is.
+    EXPECT_EQ(f.packed, f.pack_block != nullptr) << f.name;
+    EXPECT_EQ(f.packed, f.unpack_block != nullptr) << f.name;
+    EXPECT_EQ(f.packed, f.group_block_bytes > 0) << f.name;
+    EXPECT_NE(f.quantize_row, nullptr) << f.name;
+    EXPECT_NE(f.dequantize_row, nullptr) << f.name;
   }
   EXPECT_EQ(FindFormat(uint32_t{12}), nullptr);  // q4_K: not computed (yet)
   EXPECT_EQ(FindFormat(std::string_view("q4_k")), nullptr);

@@ -31,12 +31,10 @@ constexpr WeightFormat kFormats[kNumWeightTypes] = {
 constexpr bool InTypeOrder() {
   for (int i = 0; i < kNumWeightTypes; ++i) {
     if (static_cast<int>(kFormats[i].type) != i) return false;
-    if (kFormats[i].packed != (kFormats[i].pack_block != nullptr)) return false;
-    if (kFormats[i].packed != (kFormats[i].unpack_block != nullptr)) return false;
   }
   return true;
 }
-static_assert(InTypeOrder(), "kFormats rows must be in WeightType order, packed ones with pack/unpack");
+static_assert(InTypeOrder(), "kFormats rows must be in WeightType order");
 
 }  // namespace
 
