@@ -278,3 +278,48 @@ test("/metrics reports throughput, queue, micro-batches, timing and KV", async (
   assert.equal(await metric(pipe, "daisy_stages"), 2);
   assert.equal(await metric(pipe, "daisy_kv_positions_capacity"), 4 * 512);
 });
+
+test("a worker that stops answering fails every user's request within --peer-timeout, named; the server stays up and serves again once it is back", async () => {
+  const w = await start(["worker", "--shard", path.join(dir, "s2", "stage-1.daisy"), "--listen", "127.0.0.1:0", "-t", "1"]);
+  const server = await start(["serve", "--shard", path.join(dir, "s2", "stage-0.daisy"), "--workers", `127.0.0.1:${w.ready.port}`,
+                              "--http", "127.0.0.1:0", "-t", "1", "--api-key-file", keyFile, "--ctx", "512",
+                              "--peer-timeout", "2"]);
+  const base = `http://127.0.0.1:${server.ready.port}`;
+  const headers = {"Content-Type": "application/json", Authorization: `Bearer ${KEY}`};
+  // Two users streaming long answers.
+  const streams = PROMPTS.slice(0, 2).map((prompt) => fetch(`${base}/v1/completions`, {
+    method: "POST", headers,
+    body: JSON.stringify({model: server.ready.model, prompt, max_tokens: 400, temperature: 0, stream: true, ignore_eos: true}),
+  }));
+  const responses = await Promise.all(streams);
+  const readers = responses.map((r) => r.body.getReader());
+  const first = await Promise.all(readers.map((r) => r.read()));  // both are generating
+  assert.ok(first.every((c) => !c.done));
+  const stopped = Date.now();
+  w.proc.kill("SIGSTOP");
+  try {
+    const decoder = new TextDecoder();
+    const rest = await Promise.all(readers.map(async (r, i) => {
+      let text = decoder.decode(first[i].value);
+      for (let c = await r.read(); !c.done; c = await r.read()) text += decoder.decode(c.value);
+      return text;
+    }));
+    const seconds = (Date.now() - stopped) / 1000;
+    for (const text of rest) {
+      assert.match(text, new RegExp(`worker 127\\.0\\.0\\.1:${w.ready.port} \\(stage 1\\): no answer for 2 s`));
+      assert.match(text, /data: \[DONE\]/);
+    }
+    assert.ok(seconds < 2 + 8, `the streams ended ${seconds.toFixed(1)} s after the stop`);
+    // The server itself answers meanwhile.
+    const health = await fetch(`${base}/health`);
+    assert.equal(health.status, 200);
+  } finally {
+    w.proc.kill("SIGCONT");
+  }
+  // Back: the next request rebuilds the ring and gets the text a run alone gives.
+  const want = alone(PROMPTS[2], 8);
+  const r = await clientFor(server).completions.create({model: server.ready.model, prompt: PROMPTS[2], max_tokens: 8, temperature: 0});
+  assert.equal(r.choices[0].text, want.text);
+  server.proc.kill("SIGTERM");
+  w.proc.kill("SIGTERM");
+});
