@@ -28,6 +28,7 @@ struct GenModelFlags {
   float logit_std = 8.0f;
   std::string rope_scaling = "auto";
   std::string tied = "auto";
+  bool bias = false;
   std::string output;
   bool json = false;
   // A draft for speculative decoding (model/generator.h).
@@ -132,6 +133,7 @@ int Run(const GenModelFlags& f) {
   options.type = *type;
   options.seed = f.seed;
   options.logit_std = f.logit_std;
+  options.attention_bias = f.bias;
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [start] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   options.progress = Progress(elapsed);
@@ -192,6 +194,8 @@ Runner AddGenModel(CLI::App& app) {
   app.add_option("--rope-scaling", f->rope_scaling, "Llama 3.1 rope scaling: auto|on|off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  app.add_flag("--attention-bias", f->bias,
+               "Give the attention projections biases (attn_q/k/v/output.bias), as some Llama files have");
   app.add_option("--tied", f->tied, "Tie the LM head to the embeddings: auto|on|off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();

@@ -162,7 +162,7 @@ TEST(TensorBinding, AnUnknownLayerTensorIsRefusedByName) {
       ASSERT_TRUE(w->AddTensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims)).ok());
     }
     const int64_t ne[1] = {64};
-    ASSERT_TRUE(w->AddTensor("blk.1.attn_q.bias", gguf::TensorType::kF32, ne).ok());
+    ASSERT_TRUE(w->AddTensor("blk.1.attn_q_norm.weight", gguf::TensorType::kF32, ne).ok());
     for (const gguf::TensorInfo& t : src->tensors()) ASSERT_TRUE(w->WriteTensorData(src->TensorData(t)).ok());
     std::vector<uint8_t> bias(64 * 4);
     ASSERT_TRUE(w->WriteTensorData(bias).ok());
@@ -170,14 +170,14 @@ TEST(TensorBinding, AnUnknownLayerTensorIsRefusedByName) {
   }
   auto m = Model::Load(stray);
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("tensor blk.1.attn_q.bias is not one daisy's llama recipe uses"),
+  EXPECT_NE(m.status().message().find("tensor blk.1.attn_q_norm.weight is not one daisy's llama recipe uses"),
             std::string::npos) << m.status().message();
   // A stage holding only layer 0 does not load layer 1 and so does not mind.
   EXPECT_TRUE(Model::Load(stray, {.first_layer = 0, .last_layer = 1, .head = false}).ok());
   auto r = gguf::Reader::Open(stray);
   ASSERT_TRUE(r.ok());
   const Status names = CheckTensorNames(*r, ModelConfig::FromGguf(*r).value());
-  EXPECT_NE(names.message().find("blk.1.attn_q.bias"), std::string::npos) << names.message();
+  EXPECT_NE(names.message().find("blk.1.attn_q_norm.weight"), std::string::npos) << names.message();
   EXPECT_TRUE(CheckTensorNames(*src, ModelConfig::FromGguf(*src).value()).ok());
   std::filesystem::remove(path);
   std::filesystem::remove(stray);

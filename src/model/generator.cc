@@ -112,6 +112,12 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
                  Uniform(1.f / std::sqrt(d)), {}});
     t.push_back({p + "attn_output.weight", w, static_cast<int64_t>(q_dim), c.d_model, false,
                  Uniform(branch / std::sqrt(q_dim)), {}});
+    if (o.attention_bias) {
+      t.push_back({p + "attn_q.bias", TensorType::kF32, static_cast<int64_t>(q_dim), 1, true, Uniform(0.3f), {}});
+      t.push_back({p + "attn_k.bias", TensorType::kF32, static_cast<int64_t>(kv_dim), 1, true, Uniform(0.3f), {}});
+      t.push_back({p + "attn_v.bias", TensorType::kF32, static_cast<int64_t>(kv_dim), 1, true, Uniform(0.3f), {}});
+      t.push_back({p + "attn_output.bias", TensorType::kF32, c.d_model, 1, true, Uniform(0.3f * branch), {}});
+    }
     t.push_back({p + "ffn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
     t.push_back({p + "ffn_gate.weight", w, c.d_model, c.d_ff, false,
                  Uniform(1.f / std::sqrt(d)), {}});

@@ -33,6 +33,8 @@ struct GenerateOptions {
   int branch_layers = 0;
   int scaled_from = -1;
   float scaled_by = 1.0f;
+  // Attention biases (attn_q/k/v/output.bias), as some Llama-architecture files carry.
+  bool attention_bias = false;
   // Called now and then with (bytes written, total bytes).
   std::function<void(uint64_t, uint64_t)> progress;
 };

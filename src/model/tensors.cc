@@ -12,6 +12,11 @@ constexpr LayerTensor kPreNorm[] = {
     {"attn_k.weight", Dim::kKvDim, Dim::kDModel, nullptr, &LW::wk, true},
     {"attn_v.weight", Dim::kKvDim, Dim::kDModel, nullptr, &LW::wv, true},
     {"attn_output.weight", Dim::kDModel, Dim::kQDim, nullptr, &LW::wo, true},
+    // Llama files may carry attention biases (llama.cpp loads them when present).
+    {"attn_q.bias", Dim::kOne, Dim::kQDim, &LW::bq, nullptr, false},
+    {"attn_k.bias", Dim::kOne, Dim::kKvDim, &LW::bk, nullptr, false},
+    {"attn_v.bias", Dim::kOne, Dim::kKvDim, &LW::bv, nullptr, false},
+    {"attn_output.bias", Dim::kOne, Dim::kDModel, &LW::bo, nullptr, false},
     {"ffn_norm.weight", Dim::kOne, Dim::kDModel, &LW::ffn_norm, nullptr, true},
     {"ffn_gate.weight", Dim::kDFF, Dim::kDModel, nullptr, &LW::w_gate, true},
     {"ffn_up.weight", Dim::kDFF, Dim::kDModel, nullptr, &LW::w_up, true},

@@ -23,6 +23,11 @@ struct LayerWeights {
   kernels::WeightMatrix wk;          // [n_kv_heads * head_dim, d_model]
   kernels::WeightMatrix wv;          // [n_kv_heads * head_dim, d_model]
   kernels::WeightMatrix wo;          // [d_model, n_heads * head_dim]
+  // Optional attention biases (null: none), added after their projections.
+  const float* bq = nullptr;         // [n_heads * head_dim]
+  const float* bk = nullptr;         // [n_kv_heads * head_dim]
+  const float* bv = nullptr;         // [n_kv_heads * head_dim]
+  const float* bo = nullptr;         // [d_model]
   const float* ffn_norm = nullptr;   // [d_model]
   kernels::WeightMatrix w_gate;      // [d_ff, d_model]
   kernels::WeightMatrix w_up;        // [d_ff, d_model]

@@ -158,9 +158,13 @@ void Stage::Layer(int l, std::span<const BatchRow> rows, int n) {
   // Attention block: x += Wo * Attention(Rope(Wq xn), Rope(Wk xn), Wv xn), xn = RmsNorm(x).
   RmsNorm(x_.data(), w.attn_norm, n, xn_.data());
   Project(xn_.data(), n, {&w.wq, &w.wk, &w.wv}, {q_.data(), k_.data(), v_.data()});
+  AddBias(q_.data(), w.bq, n, q_dim_);
+  AddBias(k_.data(), w.bk, n, kv_dim_);
+  AddBias(v_.data(), w.bv, n, kv_dim_);
   Rope(l, n);
   Attention(l, rows, n);
   Project(att_.data(), n, {&w.wo}, {tmp_.data()});
+  AddBias(tmp_.data(), w.bo, n, d);
   ops.add(x_.data(), tmp_.data(), n * d);
   // Feed-forward block: x += Wdown * (silu(Wgate xn) * Wup xn), xn = RmsNorm(x).
   RmsNorm(x_.data(), w.ffn_norm, n, xn_.data());
@@ -223,6 +227,11 @@ void Stage::Project(const float* x, int n, std::initializer_list<const kernels::
                                                 lo - starts[i], hi - starts[i]);
     }
   });
+}
+
+void Stage::AddBias(float* y, const float* bias, int n, int64_t width) {
+  if (bias == nullptr) return;  // the model has none here
+  for (int r = 0; r < n; ++r) kernels_.ops.add(y + r * width, bias, width);
 }
 
 void Stage::RmsNorm(const float* x, const float* weight, int n, float* y) {

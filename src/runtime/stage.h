@@ -74,6 +74,8 @@ class Stage {
   void Project(const float* x, int n, std::initializer_list<const kernels::WeightMatrix*> ws,
                std::initializer_list<float*> ys);
   void RmsNorm(const float* x, const float* weight, int n, float* y);
+  // y[r] += bias for n rows of `width`; nothing when bias is null.
+  void AddBias(float* y, const float* bias, int n, int64_t width);
   void Rope(int layer, int n);  // q_ and k_ of n rows, by the layer's RoPE table
   // The angles of `row` for the stage's RoPE base number `base` (rope_bases_).
   float* RopeTable(size_t base, int64_t row);

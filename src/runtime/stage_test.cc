@@ -128,8 +128,13 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
     for (int l = 0; l < c.n_layers; ++l) {
       const model::LayerWeights& L = w.layers[l];
       const Vec xn = RmsNormD(x, L.attn_norm, c.rms_eps);
-      Vec q = MatVec(L.wq, xn), k = MatVec(L.wk, xn);
-      const Vec v = MatVec(L.wv, xn);
+      Vec q = MatVec(L.wq, xn), k = MatVec(L.wk, xn), v = MatVec(L.wv, xn);
+      auto add = [](Vec& y, const float* b) {
+        for (size_t i = 0; b != nullptr && i < y.size(); ++i) y[i] += b[i];
+      };
+      add(q, L.bq);
+      add(k, L.bk);
+      add(v, L.bv);
       RopeD(q, c.n_heads, c, c.layers[l].rope_theta, w.rope_freqs, pos);
       RopeD(k, c.n_kv_heads, c, c.layers[l].rope_theta, w.rope_freqs, pos);
       keys[l].push_back(k);
@@ -153,7 +158,8 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
           for (int i = 0; i < hd; ++i) att[h * hd + i] += s[t - begin] / z * values[l][t][kvh * hd + i];
         }
       }
-      const Vec o = MatVec(L.wo, att);
+      Vec o = MatVec(L.wo, att);
+      add(o, L.bo);
       for (int i = 0; i < c.d_model; ++i) x[i] += o[i];
       const Vec fn = RmsNormD(x, L.ffn_norm, c.rms_eps);
       Vec g = MatVec(L.w_gate, fn);
@@ -196,6 +202,10 @@ TEST(Stage, MatchesAReferenceForward) {
   const auto rope31 = daisy::testing::MakeModel(
       {.shape = "small", .layers = 2, .type = gguf::TensorType::kF32, .seed = 4}, dir / "small.gguf");
   ExpectMatchesTheReference(rope31, "small");
+  // Optional tensors: attention biases, which Llama files may carry.
+  const auto bias = daisy::testing::MakeModel({.kv_heads = 2, .bias = true, .type = gguf::TensorType::kF32, .seed = 3},
+                                              dir / "bias.gguf");
+  ExpectMatchesTheReference(bias, "attention biases");
   // The description's features no Llama file states: each changes the logits, and each matches.
   const auto neox = daisy::testing::WithDescription(llama, dir / "neox.gguf", [](model::ModelConfig& c) {
     c.rope_mode = kernels::RopeMode::kNeox;

@@ -32,8 +32,9 @@ fs::path TempDir(const std::string& name) {
   return p;
 }
 
-fs::path MakeModel(const fs::path& dir, gguf::TensorType type, uint64_t seed, int layers, bool tied = false) {
-  return daisy::testing::MakeModel({.layers = layers, .tied = tied, .type = type, .seed = seed},
+fs::path MakeModel(const fs::path& dir, gguf::TensorType type, uint64_t seed, int layers, bool tied = false,
+                   bool bias = false) {
+  return daisy::testing::MakeModel({.layers = layers, .tied = tied, .bias = bias, .type = type, .seed = seed},
                                    dir / ("model-" + std::to_string(seed) + "-" + gguf::Traits(type).name + ".gguf"));
 }
 
@@ -131,15 +132,16 @@ std::vector<float> ChainLogits(std::vector<std::unique_ptr<runtime::Stage>>& cha
   return all;
 }
 
-class CompileTest : public ::testing::TestWithParam<std::tuple<gguf::TensorType, bool>> {};
+class CompileTest : public ::testing::TestWithParam<std::tuple<gguf::TensorType, bool, bool>> {};
 
 TEST_P(CompileTest, ShardsChainedGiveTheMonolithicLogitsBitForBit) {
-  const auto [type, tied] = GetParam();
+  const auto [type, tied, bias] = GetParam();
   std::string name = "chain-";
   name += gguf::Traits(type).name;
   if (tied) name += "-tied";
+  if (bias) name += "-bias";
   const fs::path dir = TempDir(name);
-  const fs::path model_path = MakeModel(dir, type, 7, 6, tied);
+  const fs::path model_path = MakeModel(dir, type, 7, 6, tied, bias);
   runtime::ThreadPool pool(2);
   const auto& kernels = kernels::BestKernels();
   std::vector<int32_t> tokens(14);
@@ -192,10 +194,12 @@ TEST_P(CompileTest, ShardsChainedGiveTheMonolithicLogitsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CompileTest,
-                         ::testing::Values(std::tuple{gguf::TensorType::kQ4_0, false},
-                                           std::tuple{gguf::TensorType::kQ8_0, true},
-                                           std::tuple{gguf::TensorType::kF16, false},
-                                           std::tuple{gguf::TensorType::kF32, true}));
+                         ::testing::Values(std::tuple{gguf::TensorType::kQ4_0, false, false},
+                                           std::tuple{gguf::TensorType::kQ8_0, true, false},
+                                           std::tuple{gguf::TensorType::kF16, false, false},
+                                           std::tuple{gguf::TensorType::kF32, true, false},
+                                           // Optional tensors (attention biases) travel in shards.
+                                           std::tuple{gguf::TensorType::kQ4_0, false, true}));
 
 std::vector<ShardInfo> Infos(const fs::path& dir, int n) {
   std::vector<ShardInfo> v;

@@ -41,6 +41,7 @@ model::GenerateOptions Options(const ModelSpec& spec) {
   if (spec.layers > 0) o.config.n_layers = spec.layers;
   if (spec.kv_heads > 0) o.config.n_kv_heads = spec.kv_heads;
   o.config.tied_embeddings = spec.tied;
+  o.attention_bias = spec.bias;
   o.type = spec.type;
   o.seed = spec.seed;
   o.branch_layers = spec.branch_layers;

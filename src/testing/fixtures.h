@@ -32,6 +32,7 @@ struct ModelSpec {
   int layers = 0;    // 0: the shape's
   int kv_heads = 0;  // 0: the shape's
   bool tied = false;
+  bool bias = false;  // attention biases
   gguf::TensorType type = gguf::TensorType::kQ8_0;
   uint64_t seed = 1;
   // For target/draft pairs (model/generator.h): residual scaling as for this many layers.

@@ -74,6 +74,8 @@ for (const type of types) {
   configs.push({name: `gqa8-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "1", "--layers", "2", "--tied", "on"]});
   // head_dim from attention.key_length: 8 heads of 32 (q 256 wide) on a 128-wide stream.
   configs.push({name: `headdim-${type}`, type, gen: ["--shape", "small", "--d-model", "128", "--heads", "8", "--kv-heads", "2", "--head-dim", "32", "--layers", "2"]});
+  // Optional tensors: attention biases on q, k, v and the output projection.
+  configs.push({name: `bias-${type}`, type, gen: ["--shape", "small", "--d-model", "128", "--heads", "4", "--kv-heads", "2", "--layers", "2", "--attention-bias"]});
 }
 // The scalar kernels forced on for whole-model runs.
 configs.push({name: "scalar-gqa4-q4_0", type: "q4_0", kernels: "scalar", gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]});
