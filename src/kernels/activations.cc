@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <algorithm>
+
 #include "kernels/quant/float_formats.h"
+#include "kernels/quant/search.h"
 
 namespace daisy::kernels {
 namespace {
@@ -24,7 +27,17 @@ void RoundBF16Row(const float* x, int64_t cols, void* out) {
   for (int64_t i = 0; i < cols; ++i) y[i] = Bf16ToFp32(Fp32ToBf16(x[i]));
 }
 
-void Q8Row(const float* x, int64_t cols, void* out) {
+// Q8_1: the Q8 row and each block's f16-rounded (unrounded scale * sum of q), as llama.cpp's
+// quantize_row_q8_1.
+size_t Q8_1RowBytes(int64_t cols) { return Q8RowBytes(cols) + static_cast<size_t>(cols / kQBlock) * 4; }
+// Q8_K: qs (cols) + sums per 16 (cols / 16 int16) + sums per 32 (cols / 32 int16) + scales
+// (cols / 256 floats).
+size_t Q8KRowBytes(int64_t cols) {
+  return static_cast<size_t>(cols) + static_cast<size_t>(cols / 16) * 2 + static_cast<size_t>(cols / 32) * 2 +
+         static_cast<size_t>(cols / 256) * 4;
+}
+
+void Q8Rows(const float* x, int64_t cols, void* out, float* block_s) {
   auto* p = static_cast<uint8_t*>(out);
   const int64_t nb = cols / kQBlock;
   int8_t* qs = reinterpret_cast<int8_t*>(p);
@@ -43,6 +56,50 @@ void Q8Row(const float* x, int64_t cols, void* out) {
       sum += qs[b * kQBlock + j];
     }
     sums[b] = sum;
+    if (block_s != nullptr) block_s[b] = Fp16ToFp32(Fp32ToFp16(scale * static_cast<float>(sum)));
+  }
+}
+
+void Q8Row(const float* x, int64_t cols, void* out) { Q8Rows(x, cols, out, nullptr); }
+
+void Q8_1Row(const float* x, int64_t cols, void* out) {
+  Q8Rows(x, cols, out, reinterpret_cast<float*>(static_cast<uint8_t*>(out) + Q8RowBytes(cols)));
+}
+
+// ggml's quantize_row_q8_K_ref: the value of largest magnitude, with its sign, maps to -127
+// (so d may be negative); codes are clamped to 127.
+void Q8KRow(const float* x, int64_t cols, void* out) {
+  auto* p = static_cast<uint8_t*>(out);
+  int8_t* qs = reinterpret_cast<int8_t*>(p);
+  int16_t* sums = reinterpret_cast<int16_t*>(p + cols);
+  int16_t* sums32 = sums + cols / 16;
+  float* d = reinterpret_cast<float*>(p + cols + (cols / 16) * 2 + (cols / 32) * 2);
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const float* xb = x + b * 256;
+    int8_t* qb = qs + b * 256;
+    float max = 0, amax = 0;
+    for (int j = 0; j < 256; ++j) {
+      if (std::fabs(xb[j]) > amax) {
+        amax = std::fabs(xb[j]);
+        max = xb[j];
+      }
+    }
+    if (amax == 0.f) {
+      d[b] = 0.f;
+      std::memset(qb, 0, 256);
+      for (int j = 0; j < 16; ++j) sums[b * 16 + j] = 0;
+      for (int j = 0; j < 8; ++j) sums32[b * 8 + j] = 0;
+      continue;
+    }
+    const float iscale = -127.f / max;
+    for (int j = 0; j < 256; ++j) qb[j] = static_cast<int8_t>(std::min(127, quant::NearestInt(iscale * xb[j])));
+    for (int j = 0; j < 16; ++j) {
+      int32_t sum = 0;
+      for (int i = 0; i < 16; ++i) sum += qb[16 * j + i];
+      sums[b * 16 + j] = static_cast<int16_t>(sum);
+    }
+    for (int j = 0; j < 8; ++j) sums32[b * 8 + j] = static_cast<int16_t>(sums[b * 16 + 2 * j] + sums[b * 16 + 2 * j + 1]);
+    d[b] = 1 / iscale;
   }
 }
 
@@ -51,6 +108,8 @@ constexpr ActFormat kActFormats[kNumActTypes] = {
     {ActType::kF16Rounded, "f16-rounded", FloatRowBytes, RoundF16Row},
     {ActType::kBF16Rounded, "bf16-rounded", FloatRowBytes, RoundBF16Row},
     {ActType::kQ8, "q8_0+sums", Q8RowBytes, Q8Row},
+    {ActType::kQ8_1, "q8_1+sums", Q8_1RowBytes, Q8_1Row},
+    {ActType::kQ8K, "q8_K+sums", Q8KRowBytes, Q8KRow},
 };
 
 }  // namespace
@@ -67,7 +126,14 @@ ActQ8View ViewActQ8(const void* row, int64_t cols) {
   const auto* p = static_cast<const uint8_t*>(row);
   const int64_t nb = cols / kQBlock;
   return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const int32_t*>(p + cols),
-          reinterpret_cast<const float*>(p + cols + nb * 4)};
+          reinterpret_cast<const float*>(p + cols + nb * 4), reinterpret_cast<const float*>(p + cols + nb * 8)};
+}
+
+ActQ8KView ViewActQ8K(const void* row, int64_t cols) {
+  const auto* p = static_cast<const uint8_t*>(row);
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const int16_t*>(p + cols),
+          reinterpret_cast<const int16_t*>(p + cols + (cols / 16) * 2),
+          reinterpret_cast<const float*>(p + cols + (cols / 16) * 2 + (cols / 32) * 2)};
 }
 
 }  // namespace daisy::kernels

@@ -15,6 +15,11 @@ namespace daisy::kernels {
 // Layout of one converted row of `cols` elements:
 //   kF32, kF16Rounded, kBF16Rounded: float values[cols]
 //   kQ8: int8_t qs[cols] | int32_t block_sum[cols / 32] | float d[cols / 32]
+//   kQ8_1: the kQ8 row | float s[cols / 32]  (s = f16-rounded d * block_sum, llama.cpp's q8_1)
+//   kQ8K: int8_t qs[cols] | int16_t sum16[cols / 16] | int16_t sum32[cols / 32] |
+//     float d[cols / 256]  (ggml's q8_K: x = d * q, the largest magnitude of each 256 elements
+//     at q = -127; the sums of q per 16 and per 32 elements, int16 so that two neighbours are
+//     one 32-bit pmaddwd operand)
 // block_sum[b] is the sum of block b's 32 qs: integer kernels multiply offset (unsigned) weight
 // codes by qs and start from -offset * block_sum, which gives sum(q_w * q_x) exactly.
 // Q8: d = amax / 127 rounded to f16, q = round-to-nearest-even(x * 127 / amax), as llama.cpp's
@@ -37,9 +42,17 @@ struct ActQ8View {
   const int8_t* qs;
   const int32_t* block_sum;
   const float* d;
+  const float* s;  // a kQ8_1 row's rounded sums; meaningless for kQ8
+};
+struct ActQ8KView {
+  const int8_t* qs;
+  const int16_t* sum16;
+  const int16_t* sum32;
+  const float* d;
 };
 // Not inline on purpose: ISA-specific files call it, and an inline copy compiled with AVX flags
 // could be the one the linker keeps for everybody.
 ActQ8View ViewActQ8(const void* row, int64_t cols);
+ActQ8KView ViewActQ8K(const void* row, int64_t cols);
 
 }  // namespace daisy::kernels

@@ -75,22 +75,29 @@ std::vector<float> RunMatmul(const KernelTable& t, const TestMatrix& m, const Te
 
 TEST(Kernels, ScalarMatchesDequantisedDot) {
   for (WeightType type : AllTypes()) {
-    const TestMatrix m = MakeMatrix(type, 5, 96, 1);
-    const TestActs a = MakeActs(type, 1, 96, 2);
+    const int64_t cols = ColsMultiple(type) * 3;
+    const TestMatrix m = MakeMatrix(type, 5, cols, 1);
+    const TestActs a = MakeActs(type, 1, cols, 2);
     const std::vector<float> y = RunMatmul(ScalarKernels(), m, a, 1, 0, 5);
     // Dequantise both sides and dot in double: the reference must agree closely.
-    std::vector<float> w(96), x(96);
-    if (FormatOf(type).act == ActType::kQ8) {
-      const ActQ8View v = ViewActQ8(a.bytes.data(), 96);
-      for (int i = 0; i < 96; ++i) x[i] = v.d[i / 32] * v.qs[i];
+    std::vector<float> w(cols), x(cols);
+    const ActType act = FormatOf(type).act;
+    if (act == ActType::kQ8 || act == ActType::kQ8_1) {
+      const ActQ8View v = ViewActQ8(a.bytes.data(), cols);
+      for (int i = 0; i < cols; ++i) x[i] = v.d[i / 32] * v.qs[i];
+    } else if (act == ActType::kQ8K) {
+      const ActQ8KView v = ViewActQ8K(a.bytes.data(), cols);
+      for (int i = 0; i < cols; ++i) x[i] = v.d[i / 256] * v.qs[i];
     } else {
-      std::memcpy(x.data(), a.bytes.data(), 96 * sizeof(float));
+      std::memcpy(x.data(), a.bytes.data(), cols * sizeof(float));
     }
     for (int o = 0; o < 5; ++o) {
       DequantizeRow(m.view, o, w.data());
       double want = 0;
-      for (int i = 0; i < 96; ++i) want += double(w[i]) * x[i];
-      EXPECT_NEAR(y[o], want, 1e-4 * (1 + std::fabs(want))) << WeightTypeName(type) << " row " << o;
+      for (int i = 0; i < cols; ++i) want += double(w[i]) * x[i];
+      // q4_1/q5_1 take each block's sum of x from Q8_1's f16-rounded s (as llama.cpp does).
+      const double tol = act == ActType::kQ8_1 ? 2e-3 * (1 + std::fabs(want)) : 1e-4 * (1 + std::fabs(want));
+      EXPECT_NEAR(y[o], want, tol) << WeightTypeName(type) << " row " << o;
     }
   }
 }
@@ -114,11 +121,13 @@ std::vector<std::string> TableNames() {
 }
 
 TEST_P(Table, MatchesScalarOnAwkwardSizes) {
-  const int64_t shapes[][2] = {{1, 32}, {3, 64}, {5, 96}, {17, 160}, {67, 256}, {9, 4128}};
+  const int64_t shapes[][2] = {{1, 32},  {3, 64},   {5, 96},  {17, 160}, {67, 256},
+                               {9, 4128}, {2, 512}, {33, 768}, {19, 1280}};
   {
     for (WeightType type : AllTypes()) {
       for (const auto& shape : shapes) {
         const int64_t rows = shape[0], cols = shape[1];
+        if (cols % ColsMultiple(type) != 0) continue;
         const TestMatrix m = MakeMatrix(type, rows, cols, static_cast<uint32_t>(rows * cols));
         for (int n_rows : {1, 2, 3, 4, 5, 7, 8, 9, 13}) {
           const TestActs a = MakeActs(type, n_rows, cols, static_cast<uint32_t>(n_rows + cols));
@@ -140,7 +149,7 @@ TEST_P(Table, MatchesScalarOnAwkwardSizes) {
 TEST_P(Table, BatchInvariant) {
   {
     for (WeightType type : AllTypes()) {
-      const int64_t rows = 37, cols = 288;
+      const int64_t rows = 37, cols = ColsMultiple(type) == 32 ? 288 : 512;
       const TestMatrix m = MakeMatrix(type, rows, cols, 11);
       const int n_rows = 17;  // several passes over the weights in every table (8 rows at most per pass)
       const TestActs all = MakeActs(type, n_rows, cols, 12);
@@ -228,16 +237,19 @@ TEST(Kernels, FormatTableIsConsistent) {
     EXPECT_EQ(FindFormat(f.ggml_type), &f) << f.name;
     EXPECT_EQ(FindFormat(std::string_view(f.name)), &f) << f.name;
     EXPECT_EQ(ColsMultiple(f.type) % f.block_elems, 0) << f.name;
-    // A packed format packs and unpacks; a plain one is read as it is.
+    // A packed format packs and unpacks (itself or through its integer layout); a plain one is
+    // read as it is.
     EXPECT_EQ(f.packed, f.pack_block != nullptr) << f.name;
-    EXPECT_EQ(f.packed, f.unpack_block != nullptr) << f.name;
+    EXPECT_EQ(f.packed, f.unpack_block != nullptr || f.layout != nullptr) << f.name;
     EXPECT_EQ(f.packed, f.group_block_bytes > 0) << f.name;
+    EXPECT_EQ(f.packed, f.group_scales > 0) << f.name;
     EXPECT_NE(f.quantize_row, nullptr) << f.name;
     EXPECT_NE(f.dequantize_row, nullptr) << f.name;
   }
-  EXPECT_EQ(FindFormat(uint32_t{12}), nullptr);  // q4_K: not computed (yet)
-  EXPECT_EQ(FindFormat(std::string_view("q4_k")), nullptr);
-  EXPECT_EQ(WeightFormatNames(), "f32, f16, bf16, q8_0, q4_0");
+  EXPECT_EQ(FindFormat(uint32_t{16}), nullptr);  // iq2_xxs: not computed
+  EXPECT_EQ(FindFormat(uint32_t{39}), nullptr);  // mxfp4
+  EXPECT_EQ(FindFormat(uint32_t{12})->type, WeightType::kQ4K);
+  EXPECT_EQ(WeightFormatNames(), "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_xs");
 }
 
 TEST(Kernels, DispatchPicksASupportedTable) {

@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "kernels/quant/float_formats.h"
+#include "kernels/quant/int_layout.h"
 
 namespace daisy::kernels {
 
@@ -16,7 +17,7 @@ size_t PackedDataBytes(WeightType type, int64_t rows, int64_t cols) {
 size_t PackedScaleBytes(WeightType type, int64_t rows, int64_t cols) {
   const WeightFormat& f = FormatOf(type);
   if (!f.packed) return 0;
-  return static_cast<size_t>(RowGroups(rows) * (cols / f.block_elems) * kRowGroup) * sizeof(uint16_t);
+  return static_cast<size_t>(RowGroups(rows) * (cols / f.block_elems) * f.group_scales) * sizeof(uint16_t);
 }
 
 size_t GgufBytes(WeightType type, int64_t rows, int64_t cols) {
@@ -43,7 +44,7 @@ void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t 
         const int64_t row = g * kRowGroup + l;
         blocks[l] = row < rows ? src + row * row_bytes + b * f.block_bytes : nullptr;
       }
-      f.pack_block(blocks, out + (g * nb + b) * f.group_block_bytes, scales + (g * nb + b) * kRowGroup);
+      f.pack_block(blocks, out + (g * nb + b) * f.group_block_bytes, scales + (g * nb + b) * f.group_scales);
     }
   }
 }
@@ -57,6 +58,15 @@ void DequantizeRow(const WeightMatrix& w, int64_t o, float* out) {
   }
   const int64_t nb = w.cols / f.block_elems, g = o / kRowGroup, l = o % kRowGroup;
   const auto* data = static_cast<const uint8_t*>(w.data);
+  if (f.layout != nullptr) {
+    RowBlock row;
+    for (int64_t b = 0; b < nb; ++b) {
+      UnpackIntRow(*f.layout, data + (g * nb + b) * f.group_block_bytes, w.scales + (g * nb + b) * f.group_scales,
+                   static_cast<int>(l), row);
+      DequantizeRowBlock(*f.layout, row, out + b * f.block_elems);
+    }
+    return;
+  }
   int8_t q[kRowGroup][kQBlock];
   for (int64_t b = 0; b < nb; ++b) {
     f.unpack_block(data + (g * nb + b) * f.group_block_bytes, q);

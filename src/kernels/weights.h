@@ -12,11 +12,12 @@ namespace daisy::kernels {
 
 // A [rows, cols] matrix; row o is the o-th output's weights. Layouts:
 //   float formats (f32, f16, bf16): the GGUF rows as they are, data[rows][cols].
-//   packed formats (q8_0, q4_0): rows interleaved in groups of 16 (the last group padded with
-//     zero rows), blocks of kQBlock elements as in GGUF, value = scale * q:
-//     scales: f16 [groups][blocks][16]   (scale of row 16g+l, block b, as GGUF stores it)
+//   packed formats: rows interleaved in groups of 16 (the last group padded with zero rows),
+//     blocks of the format's GGUF block size:
+//     scales: f16 [groups][blocks][group_scales]  (q8_0, q4_0: the 16 rows' scales as GGUF
+//             stores them; the integer family: d[16] and, with a second scale, e[16])
 //     data:   [groups][blocks] of group_block_bytes each, in the format's own step layout
-//             (quant/q8_0.h, quant/q4_0.h).
+//             (quant/q8_0.h, quant/q4_0.h, quant/int_layout.h).
 // One step is one multiply-accumulate instruction for 16 rows at once (dot of 4 bytes per
 // 32-bit lane), and the steps of a block share one scale per row, so a block costs one
 // integer-to-float conversion per 16 outputs. A view: owns nothing.

@@ -9,6 +9,7 @@
 #include "kernels/quant/q8_0.h"
 #include "kernels/quant/q4_0.h"
 #include "kernels/quant/float_formats.h"
+#include "kernels/quant/int_layout.h"
 #include "kernels/weights.h"
 #include <cstring>
 
@@ -137,7 +138,7 @@ TEST(Packing, LayoutAndRoundTrip) {
   std::mt19937 rng(5);
   std::normal_distribution<float> dist;
   for (const WeightFormat& f : WeightFormats()) {
-    const int64_t rows = 21, cols = 64;  // a second, padded row group
+    const int64_t rows = 21, cols = 2 * ColsMultiple(f.type);  // a second, padded row group; two blocks
     std::vector<float> x(rows * cols);
     for (float& v : x) v = dist(rng);
     std::vector<uint8_t> gguf(GgufBytes(f.type, rows, cols));
@@ -157,6 +158,17 @@ TEST(Packing, LayoutAndRoundTrip) {
       continue;
     }
     // Padding rows 21..31 of the second group: scale +0, value 0.
+    if (f.layout != nullptr) {
+      for (int l = rows - kRowGroup; l < kRowGroup; ++l) {
+        RowBlock r;
+        UnpackIntRow(*f.layout, data.data() + (1 * 2 + 1) * f.group_block_bytes,
+                     scales.data() + (1 * 2 + 1) * f.group_scales, l, r);
+        EXPECT_EQ(r.d, 0) << f.name;
+        EXPECT_EQ(r.e, 0) << f.name;
+        for (int e = 0; e < f.block_elems; ++e) ASSERT_EQ(r.code[e], 0) << f.name;
+      }
+      continue;
+    }
     int8_t q[kRowGroup][kQBlock];
     f.unpack_block(data.data() + (1 * 2 + 1) * f.group_block_bytes, q);
     for (int l = rows - kRowGroup; l < kRowGroup; ++l) {

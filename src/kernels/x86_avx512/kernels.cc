@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "kernels/activations.h"
+#include "kernels/int_matmul.h"
 #include "kernels/kernel_table.h"
 #include "kernels/quant/q4_0.h"
 #include "kernels/quant/q8_0.h"
@@ -204,6 +205,11 @@ extern constinit const MatmulKernel kMatmuls[] = {
     {WeightType::kF32, FMatmul<WeightType::kF32>},   {WeightType::kF16, FMatmul<WeightType::kF16>},
     {WeightType::kBF16, FMatmul<WeightType::kBF16>}, {WeightType::kQ8_0, QMatmul<WeightType::kQ8_0>},
     {WeightType::kQ4_0, QMatmul<WeightType::kQ4_0>},
+    {WeightType::kQ4_1, IntMatmul<WeightType::kQ4_1>},   {WeightType::kQ5_0, IntMatmul<WeightType::kQ5_0>},
+    {WeightType::kQ5_1, IntMatmul<WeightType::kQ5_1>},   {WeightType::kIq4Nl, IntMatmul<WeightType::kIq4Nl>},
+    {WeightType::kQ2K, IntMatmul<WeightType::kQ2K>},     {WeightType::kQ3K, IntMatmul<WeightType::kQ3K>},
+    {WeightType::kQ4K, IntMatmul<WeightType::kQ4K>},     {WeightType::kQ5K, IntMatmul<WeightType::kQ5K>},
+    {WeightType::kQ6K, IntMatmul<WeightType::kQ6K>},     {WeightType::kIq4Xs, IntMatmul<WeightType::kIq4Xs>},
 };
 extern constinit const size_t kMatmulCount = sizeof(kMatmuls) / sizeof(kMatmuls[0]);
 
