@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "base/strings.h"
 #include "gguf/types.h"
+#include "kernels/quant/formats.h"
 #include "model/generator.h"
 #include "model/config.h"
 #include "tokenizer/hf_import.h"
@@ -22,6 +23,7 @@ struct GenModelFlags {
   std::string shape = "tiny";
   int layers = 0, d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, d_ff = 0, context = 0, vocab = 0;
   std::string type = "f32";
+  bool pure = false;
   std::string tokenizer_json;
   std::string pre;
   uint64_t seed = 0;
@@ -121,16 +123,18 @@ Status Write(const model::GenerateOptions& o, const tokenizer::VocabData& vocab,
 int Run(const GenModelFlags& f) {
   auto config = ConfigFromFlags(f);
   if (!config.ok()) return Fail(config.status().message());
-  const auto type = gguf::ParseTensorType(f.type);
-  if (!type || !model::IsSupportedWeightType(*type)) {
-    return Fail("--type must be one of f32, f16, bf16, q8_0, q4_0 (got '" + f.type + "')");
+  std::optional<model::QuantMix> mix = model::FindQuantMix(f.type);
+  if (!mix) {
+    return Fail("--type must be one of " + model::QuantMixNames() + " (a llama-quantize file type) or a weight type (" +
+                kernels::WeightFormatNames() + "); got '" + f.type + "'");
   }
+  if (f.pure) mix = model::Pure(*mix);
   auto vocab = VocabFromFlags(f, *config);
   if (!vocab.ok()) return Fail(vocab.status().message());
   model::GenerateOptions options;
   options.config = *config;
   options.name = "daisy-synthetic-" + f.shape;
-  options.type = *type;
+  options.mix = *mix;
   options.seed = f.seed;
   options.logit_std = f.logit_std;
   options.attention_bias = f.bias;
@@ -183,7 +187,12 @@ Runner AddGenModel(CLI::App& app) {
   app.add_option("--context", f->context, "Context length written to the file");
   app.add_option("--vocab", f->vocab,
                  "Pad the vocabulary with reserved control tokens to this size");
-  app.add_option("--type", f->type, "Weight type: f32|f16|bf16|q8_0|q4_0")->capture_default_str();
+  app.add_option("--type", f->type,
+                 "Weights: a llama-quantize file type (" + model::QuantMixNames() +
+                     "), each tensor's type chosen as llama.cpp's quantiser chooses it (the head, some "
+                     "attn_v and ffn_down layers get more bits), or a weight type for every matrix")
+      ->capture_default_str();
+  app.add_flag("--pure", f->pure, "Every weight matrix in the file type's base type (llama-quantize --pure)");
   app.add_option("--tokenizer", f->tokenizer_json,
                  "Hugging Face tokenizer.json (tokenizer_config.json beside it is read too); "
                  "default: a built-in byte-level vocabulary");

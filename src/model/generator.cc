@@ -51,17 +51,6 @@ void FillRow(uint64_t seed, std::string_view tensor, int64_t row, Init init, flo
   }
 }
 
-uint32_t FileType(TensorType type) {
-  switch (type) {
-    case TensorType::kF32: return 0;
-    case TensorType::kF16: return 1;
-    case TensorType::kQ4_0: return 2;
-    case TensorType::kQ8_0: return 7;
-    case TensorType::kBF16: return 32;
-    default: return 0;
-  }
-}
-
 struct TensorPlan {
   std::string name;
   TensorType type;
@@ -82,9 +71,13 @@ void Encode(TensorType type, const float* x, int64_t rows, int64_t cols, std::ve
   f->quantize_row(x, out.data(), static_cast<int64_t>(n));
 }
 
-std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
+std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, const QuantMix& mix, int n_vocab) {
   const ModelConfig& c = o.config;
-  const TensorType w = o.type;
+  const MixModel mix_model{c.n_layers, c.n_heads, c.n_kv_heads, c.tied_embeddings};
+  // The type of weight matrix `name` with rows of `cols`.
+  auto W = [&](const std::string& name, int64_t cols) {
+    return static_cast<TensorType>(kernels::FormatOf(MixTensorType(mix, mix_model, name, cols)).ggml_type);
+  };
   const float d = static_cast<float>(c.d_model);
   const float q_dim = static_cast<float>(c.n_heads * c.head_dim);
   const float kv_dim = static_cast<float>(c.n_kv_heads * c.head_dim);
@@ -95,7 +88,7 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
   // With tied embeddings the embedding is the LM head: its scale sets the logits' spread
   // (RMSNorm makes the stream's own scale irrelevant downstream).
   const float embd_std = c.tied_embeddings ? o.logit_std / std::sqrt(d) : 1.f;
-  t.push_back({"token_embd.weight", w, c.d_model, n_vocab, false, Uniform(embd_std), {}});
+  t.push_back({"token_embd.weight", W("token_embd.weight", c.d_model), c.d_model, n_vocab, false, Uniform(embd_std), {}});
   if (c.rope_scaling.enabled) {
     t.push_back({"rope_freqs.weight", TensorType::kF32, c.head_dim / 2, 1, true, {},
                  Llama3RopeFactors(c)});
@@ -104,13 +97,13 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const float branch = o.scaled_from >= 0 && l >= o.scaled_from ? branch_all * o.scaled_by : branch_all;
     t.push_back({p + "attn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
-    t.push_back({p + "attn_q.weight", w, c.d_model, static_cast<int64_t>(q_dim), false,
+    t.push_back({p + "attn_q.weight", W(p + "attn_q.weight", c.d_model), c.d_model, static_cast<int64_t>(q_dim), false,
                  Uniform(1.f / std::sqrt(d)), {}});
-    t.push_back({p + "attn_k.weight", w, c.d_model, static_cast<int64_t>(kv_dim), false,
+    t.push_back({p + "attn_k.weight", W(p + "attn_k.weight", c.d_model), c.d_model, static_cast<int64_t>(kv_dim), false,
                  Uniform(1.f / std::sqrt(d)), {}});
-    t.push_back({p + "attn_v.weight", w, c.d_model, static_cast<int64_t>(kv_dim), false,
+    t.push_back({p + "attn_v.weight", W(p + "attn_v.weight", c.d_model), c.d_model, static_cast<int64_t>(kv_dim), false,
                  Uniform(1.f / std::sqrt(d)), {}});
-    t.push_back({p + "attn_output.weight", w, static_cast<int64_t>(q_dim), c.d_model, false,
+    t.push_back({p + "attn_output.weight", W(p + "attn_output.weight", static_cast<int64_t>(q_dim)), static_cast<int64_t>(q_dim), c.d_model, false,
                  Uniform(branch / std::sqrt(q_dim)), {}});
     if (o.attention_bias) {
       t.push_back({p + "attn_q.bias", TensorType::kF32, static_cast<int64_t>(q_dim), 1, true, Uniform(0.3f), {}});
@@ -119,27 +112,27 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, int n_vocab) {
       t.push_back({p + "attn_output.bias", TensorType::kF32, c.d_model, 1, true, Uniform(0.3f * branch), {}});
     }
     t.push_back({p + "ffn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
-    t.push_back({p + "ffn_gate.weight", w, c.d_model, c.d_ff, false,
+    t.push_back({p + "ffn_gate.weight", W(p + "ffn_gate.weight", c.d_model), c.d_model, c.d_ff, false,
                  Uniform(1.f / std::sqrt(d)), {}});
-    t.push_back({p + "ffn_up.weight", w, c.d_model, c.d_ff, false, Uniform(1.f / std::sqrt(d)),
+    t.push_back({p + "ffn_up.weight", W(p + "ffn_up.weight", c.d_model), c.d_model, c.d_ff, false, Uniform(1.f / std::sqrt(d)),
                  {}});
     // silu(gate) * up has an rms of about 0.5: the factor 2 restores unit scale.
-    t.push_back({p + "ffn_down.weight", w, c.d_ff, c.d_model, false,
+    t.push_back({p + "ffn_down.weight", W(p + "ffn_down.weight", c.d_ff), c.d_ff, c.d_model, false,
                  Uniform(2.f * branch / std::sqrt(static_cast<float>(c.d_ff))), {}});
   }
   t.push_back({"output_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
   if (!c.tied_embeddings) {
-    t.push_back({"output.weight", w, c.d_model, n_vocab, false,
+    t.push_back({"output.weight", W("output.weight", c.d_model), c.d_model, n_vocab, false,
                  Uniform(o.logit_std / std::sqrt(d)), {}});
   }
   return t;
 }
 
-void AddHyperParameters(const GenerateOptions& o, int n_vocab, gguf::Writer& w) {
+void AddHyperParameters(const GenerateOptions& o, const QuantMix& mix, int n_vocab, gguf::Writer& w) {
   const ModelConfig& c = o.config;
   w.AddString("general.architecture", c.arch);
   w.AddString("general.name", o.name);
-  w.AddUint32("general.file_type", FileType(o.type));
+  w.AddUint32("general.file_type", mix.file_type);
   w.AddUint32("general.quantization_version", 2);
   w.AddUint64("daisy.synthetic.seed", o.seed);
   w.AddFloat32("daisy.synthetic.logit_std", o.logit_std);
@@ -189,29 +182,26 @@ void PadVocab(tokenizer::VocabData& vocab, int n) {
 
 Status GenerateModel(const GenerateOptions& options, const tokenizer::VocabData& vocab,
                      const std::filesystem::path& path) {
-  if (!IsSupportedWeightType(options.type)) {
-    return InvalidArgument("weight type %s is not supported (f32, f16, bf16, q8_0, q4_0)",
-                           gguf::Traits(options.type).name);
+  if (!options.mix && !IsSupportedWeightType(options.type)) {
+    return InvalidArgument("weight type %s is not supported (%s)", gguf::Traits(options.type).name,
+                           kernels::WeightFormatNames().c_str());
   }
+  const QuantMix mix = options.mix ? *options.mix
+                                   : PureMix(kernels::FindFormat(static_cast<uint32_t>(options.type))->type);
   ModelConfig config = options.config;
   config.n_vocab = static_cast<int>(vocab.tokens.size());
   if (config.layers.size() != static_cast<size_t>(config.n_layers)) config.layers.clear();
   DAISY_RETURN_IF_ERROR(config.Resolve());
   // The file states the model in its family's own keys, so they must be able to say it.
   DAISY_RETURN_IF_ERROR(config.CheckFamilyKeys());
-  const uint32_t block = gguf::Traits(options.type).block_size;
-  if (config.d_model % block != 0 || config.d_ff % block != 0 ||
-      (config.n_heads * config.head_dim) % block != 0) {
-    return InvalidArgument("%s needs d_model, d_ff and heads*head_dim to be multiples of %u",
-                           gguf::Traits(options.type).name, block);
-  }
+  // Rows a type's block does not divide fall back as llama-quantize's do (quant_mix.h).
   GenerateOptions o = options;
   o.config = config;
 
   DAISY_ASSIGN_OR_RETURN(gguf::Writer writer, gguf::Writer::Create(path));
-  AddHyperParameters(o, config.n_vocab, writer);
+  AddHyperParameters(o, mix, config.n_vocab, writer);
   tokenizer::WriteVocab(vocab, writer);
-  const std::vector<TensorPlan> plan = PlanTensors(o, config.n_vocab);
+  const std::vector<TensorPlan> plan = PlanTensors(o, mix, config.n_vocab);
   uint64_t total = 0;
   for (const TensorPlan& t : plan) {
     const int64_t ne2[] = {t.cols, t.rows};

@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "base/status.h"
 #include "gguf/types.h"
 #include "model/config.h"
+#include "model/quant_mix.h"
 #include "tokenizer/vocab.h"
 
 namespace daisy::model {
@@ -22,7 +24,9 @@ namespace daisy::model {
 struct GenerateOptions {
   ModelConfig config;          // n_vocab is taken from the vocabulary
   std::string name = "daisy-synthetic";
-  gguf::TensorType type = gguf::TensorType::kF32;  // for 2-D weights; norms are always f32
+  gguf::TensorType type = gguf::TensorType::kF32;  // every 2-D weight (unless `mix`); norms are f32
+  // Per-tensor types as llama-quantize's file type chooses them (quant_mix.h).
+  std::optional<QuantMix> mix;
   uint64_t seed = 0;
   float logit_std = 8.0f;
   // Target/draft pairs for speculative decoding: the residual branches are scaled as for
@@ -39,7 +43,7 @@ struct GenerateOptions {
   std::function<void(uint64_t, uint64_t)> progress;
 };
 
-// The weight types gen-model writes: f32, f16, bf16, q8_0, q4_0.
+// The weight types gen-model writes: those daisy computes with (kernels/quant/formats.h).
 bool IsSupportedWeightType(gguf::TensorType type);
 
 // Writes the model to `path`. The vocabulary's size sets n_vocab; when the shape asks for a

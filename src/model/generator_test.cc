@@ -111,14 +111,32 @@ TEST(GenModel, RejectsUnsupportedShapesAndTypes) {
   EXPECT_NE(s.status().message().find("unknown shape 'llama-9b'"), std::string::npos);
   GenerateOptions o;
   o.config = FindShape("tiny")->config;
-  o.type = gguf::TensorType::kQ4_K;
+  o.type = gguf::TensorType::kIQ2_XXS;
   Status st = GenerateModel(o, tokenizer::BuiltinByteVocab(), Temp("never"));
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("iq2_xxs is not supported"), std::string::npos) << st.ToString();
+}
+
+// A row the type's block does not divide falls back as llama-quantize's does: q4_K to q5_0,
+// and to f16 when even 32 does not divide it.
+TEST(GenModel, RowsTheBlockDoesNotDivideFallBack) {
+  GenerateOptions o;
+  o.config = FindShape("small")->config;
+  o.config.n_layers = 1;
+  o.config.d_ff = 800;  // ffn_down rows: not a multiple of 256, but of 32
+  o.type = gguf::TensorType::kQ4_K;
+  const auto path = Temp("fallback.gguf");
+  ASSERT_TRUE(GenerateModel(o, tokenizer::BuiltinByteVocab(), path).ok());
+  auto r = gguf::Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->FindTensor("blk.0.ffn_down.weight")->type, gguf::TensorType::kQ5_0);
+  EXPECT_EQ(r->FindTensor("blk.0.ffn_up.weight")->type, gguf::TensorType::kQ4_K);
   o.type = gguf::TensorType::kQ4_0;
-  o.config.d_model = 48;  // not a multiple of the 32-element block
-  o.config.head_dim = 12;
-  st = GenerateModel(o, tokenizer::BuiltinByteVocab(), Temp("never"));
-  EXPECT_NE(st.message().find("multiples of 32"), std::string::npos) << st.ToString();
+  o.config.d_ff = 48 + 256;  // 304: not a multiple of 32
+  ASSERT_TRUE(GenerateModel(o, tokenizer::BuiltinByteVocab(), path).ok());
+  r = gguf::Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->FindTensor("blk.0.ffn_down.weight")->type, gguf::TensorType::kF16);
 }
 
 }  // namespace

@@ -42,7 +42,10 @@ test("inspect shows metadata, tensors, bytes per type and the total", () => {
   assert.match(r.out, /general\.architecture\s+string\s+"llama"/);
   assert.match(r.out, /tokenizer\.ggml\.tokens\s+array\[string; \d+\]\s+\[.*more\]/);
   assert.match(r.out, /blk\.1\.ffn_down\.weight\s+q4_0\s+192 x 64/);
-  assert.match(r.out, /q4_0\s+16 tensors/);
+  // llama-quantize's Q4_0 file type: the head gets q6_K, and q8_0 when q6_K's 256-element
+  // block does not divide its rows (64 here).
+  assert.match(r.out, /output\.weight\s+q8_0\s+64 x \d+/);
+  assert.match(r.out, /q4_0\s+15 tensors/);
   assert.match(r.out, /total: 21 tensors/);
   const j = lastJson(run(["inspect", model, "--json"]).out);
   assert.equal(j.n_tensors, 21);
@@ -66,7 +69,7 @@ test("errors are clear and exit non-zero", () => {
   const cases = [
     [["inspect", path.join(dir, "nope.gguf")], null, /no such file/],
     [["gen-model", "--shape", "huge", "-o", path.join(dir, "x.gguf")], null, /unknown shape 'huge'/],
-    [["gen-model", "--type", "q5_1", "-o", path.join(dir, "x.gguf")], null, /--type must be one of/],
+    [["gen-model", "--type", "q7_k", "-o", path.join(dir, "x.gguf")], null, /--type must be one of .*q4_k_m.*got .q7_k./],
     [["gen-model", "-o", path.join(dir, "no/such/dir/x.gguf")], null, /cannot create/],
     [["tokenize", "-m", model, "--json"], "not json", /not valid JSON/],
     [["tokenize", "-m", model, "--json"], "[\"a\", 3]", /element 1 of the input list is not a string/],
