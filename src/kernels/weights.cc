@@ -49,6 +49,50 @@ void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t 
   }
 }
 
+std::optional<BadScale> FindBadScale(WeightType type, const void* gguf_blocks, int64_t n_blocks) {
+  // Byte offsets of the f16 scales in each format's block (quant/q8_0.h, q4_0.h, blocks.h).
+  struct Field {
+    int offset;
+    const char* name;
+  };
+  Field fields[2];
+  int n = 0;
+  switch (type) {
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:
+    case WeightType::kIq4Nl:
+    case WeightType::kIq4Xs: fields[n++] = {0, "d"}; break;
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1:
+      fields[n++] = {0, "d"};
+      fields[n++] = {2, "m"};
+      break;
+    case WeightType::kQ4K:
+    case WeightType::kQ5K:
+      fields[n++] = {0, "d"};
+      fields[n++] = {2, "dmin"};
+      break;
+    case WeightType::kQ2K:
+      fields[n++] = {80, "d"};
+      fields[n++] = {82, "dmin"};
+      break;
+    case WeightType::kQ3K: fields[n++] = {108, "d"}; break;
+    case WeightType::kQ6K: fields[n++] = {208, "d"}; break;
+    default: return std::nullopt;
+  }
+  const int bytes = FormatOf(type).block_bytes;
+  const auto* p = static_cast<const uint8_t*>(gguf_blocks);
+  for (int64_t b = 0; b < n_blocks; ++b, p += bytes) {
+    for (int i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + fields[i].offset, 2);
+      if ((h & 0x7c00) == 0x7c00) return BadScale{b, fields[i].name, h};  // exponent all ones
+    }
+  }
+  return std::nullopt;
+}
+
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out) {
   const WeightFormat& f = FormatOf(w.type);
   if (!f.packed) {

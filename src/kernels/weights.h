@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/quant/formats.h"
 
@@ -42,6 +43,17 @@ size_t GgufBytes(WeightType type, int64_t rows, int64_t cols);
 // `data`/`scales` receive PackedDataBytes/PackedScaleBytes. Float types are a plain copy.
 void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
                   uint16_t* scales);
+
+// A GGUF block whose f16 scale is not a finite number (NaN or infinity: every value of the
+// block would be NaN), as ggml's validate_row_data checks them.
+struct BadScale {
+  int64_t block;      // index among the blocks given
+  const char* field;  // "d", "dmin", "m"
+  uint16_t bits;      // the f16 bits found
+};
+// The first such block among `n_blocks` GGUF blocks of `type`; nullopt when all are fine (and
+// for float types, whose values are not checked).
+std::optional<BadScale> FindBadScale(WeightType type, const void* gguf_blocks, int64_t n_blocks);
 
 // Row `o` of the matrix as floats (the reference dequantisation); `out` has cols entries.
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out);

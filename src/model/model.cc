@@ -95,6 +95,13 @@ Result<kernels::WeightMatrix> Model::Matrix(const std::string& name, int64_t row
                          static_cast<long long>(kernels::ColsMultiple(*type)));
   }
   kernels::WeightMatrix m{*type, rows, cols, reader_->TensorData(*t).data(), nullptr};
+  const int64_t row_blocks = cols / kernels::FormatOf(*type).block_elems;
+  if (auto bad = kernels::FindBadScale(*type, m.data, rows * row_blocks)) {
+    return DataLoss("%s: tensor %s: block %lld of row %lld has a scale %s that is not a finite number "
+                    "(f16 0x%04x); the file is corrupt", reader_->name().c_str(), name.c_str(),
+                    static_cast<long long>(bad->block % row_blocks), static_cast<long long>(bad->block / row_blocks),
+                    bad->field, bad->bits);
+  }
   if (kernels::FormatOf(*type).packed) {
     const size_t data_bytes = kernels::PackedDataBytes(*type, rows, cols);
     const size_t scale_bytes = kernels::PackedScaleBytes(*type, rows, cols);
