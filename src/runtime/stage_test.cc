@@ -27,11 +27,15 @@ struct Fixture {
   std::unique_ptr<model::Model> model;
 };
 
-// A tiny generated model of `type` (the mapping stays valid after the file is removed).
+// A tiny generated model of `type` (the mapping stays valid after the file is removed); the
+// small shape, 2 layers, for types of 256-element super-blocks (tiny's rows are 64 wide).
 Fixture MakeModel(gguf::TensorType type, int kv_heads = 2) {
   static daisy::testing::TempDir dir("stage-test");
   const auto path = dir / (std::string(gguf::Traits(type).name) + "-" + std::to_string(kv_heads) + ".gguf");
-  daisy::testing::MakeModel({.kv_heads = kv_heads, .type = type, .seed = 99}, path);
+  const bool super = gguf::Traits(type).block_size == 256;
+  daisy::testing::MakeModel({.shape = super ? "small" : "tiny", .layers = super ? 2 : 0, .kv_heads = kv_heads,
+                             .type = type, .seed = 99},
+                            path);
   auto m = model::Model::Load(path);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   std::filesystem::remove(path);
@@ -309,7 +313,12 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnTheBatch) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, BatchInvariance,
                          ::testing::Values(gguf::TensorType::kF32, gguf::TensorType::kF16,
                                            gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
-                                           gguf::TensorType::kQ4_0),
+                                           gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_1,
+                                           gguf::TensorType::kQ5_0, gguf::TensorType::kQ5_1,
+                                           gguf::TensorType::kIQ4_NL, gguf::TensorType::kQ2_K,
+                                           gguf::TensorType::kQ3_K, gguf::TensorType::kQ4_K,
+                                           gguf::TensorType::kQ5_K, gguf::TensorType::kQ6_K,
+                                           gguf::TensorType::kIQ4_XS),
                          [](const auto& p) { return std::string(gguf::Traits(p.param).name); });
 
 TEST(Stage, RewindRecomputesExactly) {

@@ -198,6 +198,10 @@ INSTANTIATE_TEST_SUITE_P(Types, CompileTest,
                                            std::tuple{gguf::TensorType::kQ8_0, true, false},
                                            std::tuple{gguf::TensorType::kF16, false, false},
                                            std::tuple{gguf::TensorType::kF32, true, false},
+                                           // The integer family's packed layout (32-element blocks
+                                           // on the tiny shape's 64-wide rows).
+                                           std::tuple{gguf::TensorType::kQ5_1, true, false},
+                                           std::tuple{gguf::TensorType::kIQ4_NL, false, false},
                                            // Optional tensors (attention biases) travel in shards.
                                            std::tuple{gguf::TensorType::kQ4_0, false, true}));
 

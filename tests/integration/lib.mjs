@@ -69,10 +69,11 @@ export function harness(name) {
     const done = new Promise((resolve) => proc.on("exit", (code) => resolve({code, out, err, seconds: (Date.now() - t0) / 1000})));
     return {proc, done};
   };
-  // A generated model in the scratch directory: `daisy gen-model --shape tiny` with `flags`.
+  // A generated model in the scratch directory: `daisy gen-model` with `flags` (shape tiny
+  // unless they say another).
   const makeModel = (name, flags = []) => {
     const p = path.join(dir, `${name}.gguf`);
-    must(["gen-model", "--shape", "tiny", ...flags, "-o", p]);
+    must(["gen-model", ...(flags.includes("--shape") ? [] : ["--shape", "tiny"]), ...flags, "-o", p]);
     return p;
   };
   // `daisy compile`; returns its JSON report.

@@ -43,6 +43,26 @@ for (const type of ["q8_0", "q4_0", "f16", "f32"]) {
   });
 }
 
+// llama-quantize file types on the small shape (rows of whole 256-element super-blocks): the
+// shards carry the packed integer layout and every stage computes the file's mix of types.
+for (const type of ["q4_k_m", "q2_k", "iq4_xs", "q5_1"]) {
+  test(`${type}: a 3-stage pipeline gives the monolithic greedy ids`, async () => {
+    const model = h.makeModel(`m-${type}`, ["--shape", "small", "--layers", "6", "--type", type, "--seed", "13"]);
+    const mono = prompts.map((p) => lastJson(must(["run", "-m", model, ...runArgs(p)]).out).ids);
+    const out = path.join(dir, `${type}-3`);
+    compile(model, out, ["--stages", "3"]);
+    const ws = await startWorkers(out, 3);
+    try {
+      prompts.forEach((p, i) => {
+        const j = lastJson(must(["run", "--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws), ...runArgs(p)]).out);
+        assert.deepEqual(j.ids, mono[i], `prompt ${i}`);
+      });
+    } finally {
+      stop(ws);
+    }
+  });
+}
+
 test("lossy wires (bf16, f16, q8_0) stay within the documented bounds", async () => {
   const model = makeModel("m-wire", "q8_0", 12, 6);
   const out = path.join(dir, "wire");
