@@ -1,6 +1,7 @@
 // Matrix-kernel throughput per kernel table and weight type, against the machine's read
 // bandwidth measured in the same run. Prints one JSON object.
 //   daisy-bench-kernels [--rows 8192] [--cols 4096] [--batch 1] [--reps 5]
+#include "base/aligned_buffer.h"
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
   app.add_option("--cols", cols);
   app.add_option("--batch", batch);
   app.add_option("--reps", reps);
+  std::string type_names = "q4_0,q8_0,f16,q4_K,q6_K";
+  app.add_option("--types", type_names, "Weight types, comma-separated")->capture_default_str();
   app.add_flag("--bandwidth-only", bandwidth_only, "Only measure read bandwidth (1 and 2 threads)");
   CLI11_PARSE(app, argc, argv);
 
@@ -88,18 +91,31 @@ int main(int argc, char** argv) {
   std::vector<float> values(rows * cols);
   for (float& v : values) v = dist(rng);
   nlohmann::json results = nlohmann::json::array();
-  for (WeightType type : {WeightType::kQ4_0, WeightType::kQ8_0, WeightType::kF16}) {
+  std::vector<WeightType> types;
+  for (size_t at = 0; at <= type_names.size();) {
+    const size_t comma = std::min(type_names.find(',', at), type_names.size());
+    const WeightFormat* f = FindFormat(std::string_view(type_names).substr(at, comma - at));
+    if (f == nullptr) {
+      std::fprintf(stderr, "unknown type in --types %s\n", type_names.c_str());
+      return 2;
+    }
+    types.push_back(f->type);
+    at = comma + 1;
+  }
+  for (WeightType type : types) {
     std::vector<uint8_t> gguf(GgufBytes(type, rows, cols));
     FormatOf(type).quantize_row(values.data(), gguf.data(), rows * cols);
-    std::vector<uint8_t> data(PackedDataBytes(type, rows, cols));
-    std::vector<uint16_t> scales(PackedScaleBytes(type, rows, cols) / 2);
-    PackFromGguf(type, gguf.data(), rows, cols, data.data(), scales.data());
-    const WeightMatrix w{type, rows, cols, data.data(), scales.data()};
+    // Weights in huge-page-backed buffers, as a loaded model's are (base/aligned_buffer.h).
+    const size_t data_bytes = PackedDataBytes(type, rows, cols), scale_bytes = PackedScaleBytes(type, rows, cols);
+    daisy::AlignedBuffer data = daisy::AlignedBuffer::Allocate(data_bytes);
+    daisy::AlignedBuffer scales = daisy::AlignedBuffer::Allocate(scale_bytes + 64);
+    PackFromGguf(type, gguf.data(), rows, cols, data.data(), reinterpret_cast<uint16_t*>(scales.data()));
+    const WeightMatrix w{type, rows, cols, data.data(), reinterpret_cast<const uint16_t*>(scales.data())};
     const size_t stride = (ActRowBytes(type, cols) + 63) / 64 * 64;
     std::vector<uint8_t> act(stride * batch);
     for (int r = 0; r < batch; ++r) ConvertActRow(type, values.data() + r * cols, cols, act.data() + r * stride);
     std::vector<float> y(rows * batch);
-    const double bytes = static_cast<double>(data.size() + scales.size() * 2);
+    const double bytes = static_cast<double>(data_bytes + scale_bytes);
     for (const KernelTable* t : AllSupportedKernels()) {
       if (std::strcmp(t->name, "scalar") == 0 && rows * cols > (1 << 24)) continue;
       std::vector<double> secs;

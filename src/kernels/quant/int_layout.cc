@@ -126,21 +126,19 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
 void PackIntBlock(const IntLayout& layout, const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales) {
   static const RowBlock kZero{};
   std::memset(data, 0, layout.bytes());
-  uint8_t* high = data + layout.high_at();
   for (int l = 0; l < kRowGroup; ++l) {
     const RowBlock& r = rows[l] != nullptr ? *rows[l] : kZero;
     for (int e = 0; e < layout.block; ++e) {
       const int code = r.code[e], s = e / 4, t = e % 4;
       if (layout.base == CodeBase::kNib) {
-        data[s * 32 + (l % 8) * 4 + t] |= static_cast<uint8_t>((code & 15) << (l < 8 ? 0 : 4));
+        data[layout.base_at(s) + (l % 8) * 4 + t] |= static_cast<uint8_t>((code & 15) << (l < 8 ? 0 : 4));
       } else {
-        data[(s / 4) * 64 + l * 4 + t] |= static_cast<uint8_t>((code & 3) << (2 * (s % 4)));
+        data[layout.base_at(s) + l * 4 + t] |= static_cast<uint8_t>((code & 3) << (2 * (s % 4)));
       }
       const int hi = code >> layout.high_shift();
-      if (layout.high == CodeHigh::kH1) {
-        high[(s / 8) * 64 + l * 4 + t] |= static_cast<uint8_t>((hi & 1) << (s % 8));
-      } else if (layout.high == CodeHigh::kH2) {
-        high[(s / 4) * 64 + l * 4 + t] |= static_cast<uint8_t>((hi & 3) << (2 * (s % 4)));
+      if (layout.high != CodeHigh::kNone) {
+        const int mask = layout.high == CodeHigh::kH1 ? 1 : 3;
+        data[layout.high_at(s) + l * 4 + t] |= static_cast<uint8_t>((hi & mask) << layout.high_bit(s));
       }
     }
     for (int j = 0; j < layout.nsub(); ++j) {
@@ -162,19 +160,17 @@ void PackIntBlock(const IntLayout& layout, const RowBlock* const rows[kRowGroup]
 
 void UnpackIntRow(const IntLayout& layout, const uint8_t* data, const uint16_t* scales, int row, RowBlock& out) {
   out = RowBlock{};
-  const uint8_t* high = data + layout.high_at();
   for (int e = 0; e < layout.block; ++e) {
     const int s = e / 4, t = e % 4;
     int code;
     if (layout.base == CodeBase::kNib) {
-      code = (data[s * 32 + (row % 8) * 4 + t] >> (row < 8 ? 0 : 4)) & 15;
+      code = (data[layout.base_at(s) + (row % 8) * 4 + t] >> (row < 8 ? 0 : 4)) & 15;
     } else {
-      code = (data[(s / 4) * 64 + row * 4 + t] >> (2 * (s % 4))) & 3;
+      code = (data[layout.base_at(s) + row * 4 + t] >> (2 * (s % 4))) & 3;
     }
-    if (layout.high == CodeHigh::kH1) {
-      code |= ((high[(s / 8) * 64 + row * 4 + t] >> (s % 8)) & 1) << layout.high_shift();
-    } else if (layout.high == CodeHigh::kH2) {
-      code |= ((high[(s / 4) * 64 + row * 4 + t] >> (2 * (s % 4))) & 3) << layout.high_shift();
+    if (layout.high != CodeHigh::kNone) {
+      const int mask = layout.high == CodeHigh::kH1 ? 1 : 3;
+      code |= ((data[layout.high_at(s) + row * 4 + t] >> layout.high_bit(s)) & mask) << layout.high_shift();
     }
     out.code[e] = static_cast<uint8_t>(code);
   }

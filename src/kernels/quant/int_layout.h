@@ -17,20 +17,25 @@
 // and per 32 elements as int16; activations.h). The 32-element formats have one sub-block (scale 1) and, for q4_1 and
 // q5_1, the e_scale term uses the activation block's rounded sum (Q8_1's s) as llama.cpp does.
 //
-// Packed bytes of one (row group of 16 rows, block), in this order:
-//   base plane  the low bits of every code: 4 bits (nib) or 2 bits (l2);
-//   high plane  the bits above them, if any: 1 bit (h1) or 2 bits (h2);
-//   scales      int8 [nsub / 2][16 rows][2]: sub-blocks in pairs, so that 32 bytes widened to
-//               int16 are each row's (scale[2p], scale[2p + 1]), one vpdpwssd / pmaddwd
-//               operand (q2_K: one byte scale | min << 4 per sub-block, same order);
-//   mins        uint8 [nsub / 2][16 rows][2], when the format has separate mins.
+// Packed bytes of one (row group of 16 rows, block), read front to back by the kernels (one
+// ascending stream per block, which the hardware prefetchers follow at full memory speed; two
+// interleaved planes 2 KiB apart measured at less than half of it):
+//   head    the sub-block scales, int8 [nsub / 2][16 rows][2]: sub-blocks in pairs, so that 32
+//           bytes widened to int16 are each row's (scale[2p], scale[2p + 1]), one vpdpwssd /
+//           pmaddwd operand (q2_K: one byte scale | min << 4 per sub-block, same order); then
+//           the mins, uint8, same order, when the format has separate mins;
+//   chunks  of chunk_steps() steps each: the 64 bytes of the high plane (the bits above the
+//           base, if any: 1 bit (h1) or 2 bits (h2) per code), then the base plane's bytes (the
+//           low bits of every code: 4 bits (nib) or 2 bits (l2)).
 // and in the f16 `scales` array of the matrix, per (row group, block): d[16] then e_scale[16].
 // Codes are laid out in steps of 4 elements x 16 rows, the 64 bytes one vpdpbusd reads (lane =
-// row, byte = element), so a kernel turns plane bytes into one step with a shift and a mask:
-//   nib: 32 bytes per step s; byte 4k + t holds element 4s + t of row k (low nibble) and of row
+// row, byte = element), so a kernel turns plane bytes into one step with a shift and a mask.
+// With t = the step's index inside its chunk:
+//   nib: 32 bytes per step; byte 4k + e holds element 4s + e of row k (low nibble) and of row
 //        8 + k (high nibble) (as q4_0.h);
-//   l2, h2: 64 bytes per 4 steps; byte 4r + t holds element 4s + t of row r in bits 2(s % 4);
-//   h1: 64 bytes per 8 steps; byte 4r + t holds element 4s + t of row r in bit s % 8.
+//   l2: 64 bytes per 4 steps; byte 4r + e holds element 4s + e of row r in bits 2(t % 4);
+//   h1: 64 bytes per chunk of 8 steps; byte 4r + e holds element 4s + e of row r in bit t;
+//   h2: 64 bytes per chunk of 4 steps; the same in bits 2t.
 // iq4_nl/iq4_xs codes are indices into kIq4Values; their code value is kIq4Values[index] + 128
 // (unsigned, 1..241) with off = 128.
 #pragma once
@@ -67,15 +72,28 @@ struct IntLayout {
   Extra extra;
 
   constexpr int nsub() const { return block / sub; }
-  constexpr int base_bytes() const { return base == CodeBase::kNib ? block * 8 : block * 4; }
-  constexpr int high_bytes() const {
-    return high == CodeHigh::kH1 ? block * 2 : high == CodeHigh::kH2 ? block * 4 : 0;
-  }
   constexpr int high_shift() const { return base == CodeBase::kNib ? 4 : 2; }
-  constexpr int high_at() const { return base_bytes(); }
-  constexpr int scales_at() const { return base_bytes() + high_bytes(); }
-  constexpr int mins_at() const { return scales_at() + (scales == SubScales::kNone ? 0 : nsub() * kRowGroup); }
-  constexpr int bytes() const { return mins_at() + (scales == SubScales::kInt8AndMin ? nsub() * kRowGroup : 0); }
+  constexpr int scales_at() const { return 0; }
+  constexpr int mins_at() const { return scales == SubScales::kNone ? 0 : nsub() * kRowGroup; }
+  constexpr int head_bytes() const { return mins_at() + (scales == SubScales::kInt8AndMin ? nsub() * kRowGroup : 0); }
+  // Steps per chunk: one 64-byte high vector's worth (h1: 8, h2: 4), else 8 (nib) or 4 (l2).
+  constexpr int chunk_steps() const {
+    return high == CodeHigh::kH1 ? 8 : high == CodeHigh::kH2 ? 4 : base == CodeBase::kNib ? 8 : 4;
+  }
+  constexpr int chunk_high_bytes() const { return high == CodeHigh::kNone ? 0 : 64; }
+  constexpr int base_step_bytes() const { return base == CodeBase::kNib ? 32 : 16; }
+  constexpr int chunk_bytes() const { return chunk_high_bytes() + chunk_steps() * base_step_bytes(); }
+  constexpr int bytes() const { return head_bytes() + (block / 4 / chunk_steps()) * chunk_bytes(); }
+  // Where step s's data lives: its chunk's high vector, and its base bytes (nib: the step's 32
+  // bytes; l2: the 64-byte vector holding it, in bits 2 (s % 4)).
+  constexpr int chunk_at(int s) const { return head_bytes() + (s / chunk_steps()) * chunk_bytes(); }
+  constexpr int high_at(int s) const { return chunk_at(s); }
+  constexpr int base_at(int s) const {
+    const int t = s % chunk_steps();
+    return chunk_at(s) + chunk_high_bytes() + (base == CodeBase::kNib ? t * 32 : (t / 4) * 64);
+  }
+  // The bit of step s's high part in its high vector (h1: one bit, h2: two).
+  constexpr int high_bit(int s) const { return high == CodeHigh::kH1 ? s % chunk_steps() : 2 * (s % chunk_steps()); }
   // Byte of sub-block j, row l in the scales (or mins) area.
   static constexpr int SubIndex(int j, int l) { return (j / 2) * 2 * kRowGroup + l * 2 + j % 2; }
   constexpr int f16s() const { return extra == Extra::kNone ? 1 : 2; }  // per row and block

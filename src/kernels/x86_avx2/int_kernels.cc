@@ -54,20 +54,18 @@ inline __m256i Codes(const uint8_t* blk) {
   static constexpr IntLayout L = *IntLayoutOf(kType);
   __m256i code;
   if constexpr (L.base == CodeBase::kNib) {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kStep * 32));
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.base_at(kStep)));
     code = _mm256_and_si256(kHalf == 0 ? raw : _mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f));
   } else {
-    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (kStep / 4) * 64 + kHalf * 32));
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.base_at(kStep) + kHalf * 32));
     code = _mm256_and_si256(Shift<-2 * (kStep % 4)>(raw), _mm256_set1_epi8(3));
   }
   if constexpr (L.high != CodeHigh::kNone) {
     constexpr bool kOne = L.high == CodeHigh::kH1;
-    constexpr int kPer = kOne ? 8 : 4;
-    constexpr int kFrom = kOne ? kStep % 8 : 2 * (kStep % 4);
+    constexpr int kFrom = L.high_bit(kStep);
     constexpr int kTo = L.high_shift();
     constexpr char kMask = static_cast<char>((kOne ? 1 : 3) << kTo);
-    const __m256i h =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.high_at() + (kStep / kPer) * 64 + kHalf * 32));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.high_at(kStep) + kHalf * 32));
     code = _mm256_or_si256(code, _mm256_and_si256(Shift<kTo - kFrom>(h), _mm256_set1_epi8(kMask)));
   }
   if constexpr (L.table) code = _mm256_shuffle_epi8(Iq4SignedTable(), code);

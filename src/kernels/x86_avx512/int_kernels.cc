@@ -64,19 +64,19 @@ inline __m512i Codes(const uint8_t* blk) {
   __m512i code;
   if constexpr (L.base == CodeBase::kNib) {
     // [raw | raw]: low nibbles are rows 0-7, high nibbles (upper half shifted) rows 8-15.
-    const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kStep * 32)));
+    const __m512i raw =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.base_at(kStep))));
     code = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), _mm512_set1_epi8(0x0f));
   } else {
-    const __m512i raw = _mm512_loadu_si512(blk + (kStep / 4) * 64);
+    const __m512i raw = _mm512_loadu_si512(blk + L.base_at(kStep));
     code = _mm512_and_si512(Shift<-2 * (kStep % 4)>(raw), _mm512_set1_epi8(3));
   }
   if constexpr (L.high != CodeHigh::kNone) {
     constexpr bool kOne = L.high == CodeHigh::kH1;
-    constexpr int kPer = kOne ? 8 : 4;  // steps per 64 plane bytes
-    constexpr int kFrom = kOne ? kStep % 8 : 2 * (kStep % 4);
+    constexpr int kFrom = L.high_bit(kStep);
     constexpr int kTo = L.high_shift();
     constexpr char kMask = static_cast<char>((kOne ? 1 : 3) << kTo);
-    const __m512i h = _mm512_loadu_si512(blk + L.high_at() + (kStep / kPer) * 64);
+    const __m512i h = _mm512_loadu_si512(blk + L.high_at(kStep));
     code = _mm512_or_si512(code, _mm512_and_si512(Shift<kTo - kFrom>(h), _mm512_set1_epi8(kMask)));
   }
   if constexpr (L.table) code = _mm512_shuffle_epi8(Iq4Table(), code);
