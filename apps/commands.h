@@ -19,6 +19,8 @@ Runner AddCompile(CLI::App& app);
 Runner AddWorker(CLI::App& app);
 Runner AddProxy(CLI::App& app);
 Runner AddServe(CLI::App& app);
+Runner AddQuantize(CLI::App& app);
+Runner AddPerplexity(CLI::App& app);
 
 // Long-running commands: block SIGINT/SIGTERM before starting threads, then wait for one.
 void BlockTermSignals();

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   };
   add("gen-model", "Write a synthetic Llama GGUF with seeded random weights",
       daisy::apps::AddGenModel);
+  add("quantize", "Re-write a model in a llama-quantize file type (q4_k_m, q6_k, iq4_xs, ...)",
+      daisy::apps::AddQuantize);
+  add("perplexity", "Perplexity over a text, and KL divergence against a base model",
+      daisy::apps::AddPerplexity);
   add("inspect", "Show a GGUF file's metadata and tensors", daisy::apps::AddInspect);
   add("tokenize", "Turn text into token ids with a model's tokenizer", daisy::apps::AddTokenize);
   add("detokenize", "Turn token ids back into text", daisy::apps::AddDetokenize);

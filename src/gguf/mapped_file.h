@@ -28,6 +28,9 @@ class MappedFile {
   // file when touched) and asks the kernel to drop them from the page cache. For callers that
   // copied what they need: a copied 5 GB shard should not also sit in the page cache.
   void DropCachedPages(const std::filesystem::path& path) const;
+  // Unmaps the whole pages inside `range` (a part of bytes()) from this process: a reader that
+  // streams through a big file keeps its resident memory at the part it is working on.
+  void Forget(std::span<const uint8_t> range) const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -80,6 +80,10 @@ class Reader {
   // nullptr when absent.
   const Value* Find(std::string_view key) const;
   const TensorInfo* FindTensor(std::string_view name) const;
+  // See MappedFile::Forget (no-op for FromBytes readers).
+  void Forget(std::span<const uint8_t> range) const {
+    if (file_) file_->Forget(range);
+  }
   // See MappedFile::DropCachedPages (no-op for FromBytes readers).
   void DropCachedPages() const {
     if (file_) file_->DropCachedPages(name_);

@@ -10,6 +10,9 @@
 #include "kernels/quant/q4_0.h"
 #include "kernels/quant/float_formats.h"
 #include "kernels/quant/int_layout.h"
+#include "kernels/quant/int_quants.h"
+#include "kernels/quant/search.h"
+#include "kernels/quant/blocks.h"
 #include "kernels/weights.h"
 #include <cstring>
 
@@ -193,6 +196,111 @@ TEST(Packing, LayoutAndRoundTrip) {
   const int lo = b4[3].qs[5] & 0x0f, hi = b4[11].qs[5] & 0x0f;  // rows 3 and 3 + 8, element 5
   EXPECT_EQ(d4[32 * 1 + 4 * 3 + 1], static_cast<uint8_t>(lo | (hi << 4)));
   EXPECT_EQ(s4[3], b4[3].d);
+}
+
+}  // namespace
+}  // namespace daisy::kernels
+
+namespace daisy::kernels {
+namespace {
+
+// Every format's quantiser, on Gaussian weights: the dequantised values are within the error a
+// format of that many bits gives (relative RMSE), and the same input gives the same bytes.
+TEST(IntQuants, RoundTripErrorFitsTheBits) {
+  const std::pair<const char*, double> bound[] = {
+      {"q8_0", 0.01}, {"q4_0", 0.12}, {"q4_1", 0.12}, {"q5_0", 0.06}, {"q5_1", 0.06}, {"iq4_nl", 0.1},
+      {"q2_K", 0.45}, {"q3_K", 0.22}, {"q4_K", 0.1},  {"q5_K", 0.05}, {"q6_K", 0.025}, {"iq4_xs", 0.1}};
+  std::mt19937 rng(17);
+  std::normal_distribution<float> dist;
+  const int64_t n = 256 * 64;
+  std::vector<float> x(n), y(n);
+  for (float& v : x) v = dist(rng);
+  for (const auto& [name, max_rel] : bound) {
+    const WeightFormat& f = *FindFormat(std::string_view(name));
+    std::vector<uint8_t> q(GgufBytes(f.type, 1, n)), again(q.size());
+    f.quantize_row(x.data(), q.data(), n);
+    f.quantize_row(x.data(), again.data(), n);
+    EXPECT_EQ(q, again) << name;
+    f.dequantize_row(q.data(), y.data(), n);
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      err += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);
+      ref += double(x[i]) * x[i];
+    }
+    const double rel = std::sqrt(err / ref);
+    EXPECT_LT(rel, max_rel) << name;
+    EXPECT_GT(rel, max_rel / 20) << name << ": suspiciously exact";
+  }
+}
+
+// ggml's affine search (make_qkx2_quants) fits better than the plain min/max codes it starts
+// from: never worse on any group, and better on average.
+TEST(IntQuants, ScaleSearchBeatsMinMax) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  double searched = 0, plain = 0;
+  for (int g = 0; g < 500; ++g) {
+    float x[32], w[32];
+    for (int i = 0; i < 32; ++i) {
+      x[i] = dist(rng);
+      w[i] = std::fabs(x[i]);
+    }
+    uint8_t L[32], Laux[32];
+    float min_a, min_b;
+    auto error = [&](float scale, float min) {
+      double e = 0;
+      for (int i = 0; i < 32; ++i) e += w[i] * (scale * L[i] - min - x[i]) * (scale * L[i] - min - x[i]);
+      return e;
+    };
+    const float sa = quant::MakeQkx2Quants(32, 15, x, w, L, &min_a, Laux, -1.f, 0.1f, 20, false);
+    const double ea = error(sa, min_a);
+    const float sb = quant::MakeQkx2Quants(32, 15, x, w, L, &min_b, Laux, -1.f, 0.1f, 0, false);
+    const double eb = error(sb, min_b);
+    EXPECT_LE(ea, eb * (1 + 1e-5)) << "group " << g;
+    searched += ea;
+    plain += eb;
+  }
+  EXPECT_LT(searched, 0.9 * plain);
+}
+
+// Known blocks: dequantisation follows ggml's layout (blocks.h), checked on hand-made blocks.
+TEST(IntQuants, DequantisationFollowsGgmlLayouts) {
+  // q4_K: scale/min pairs 0..3 in bytes 0..7 (6 bits), 4..7 split over bytes 8..11 and the top
+  // bits of 0..7. Element 64c + j is qs[32c + j] low nibble; 64c + 32 + j the high one.
+  BlockQ4K b4{};
+  b4.d = Fp32ToFp16(0.5f);
+  b4.dmin = Fp32ToFp16(0.25f);
+  b4.scales[1] = 3;                // scale 1 (elements 32..63) = 3
+  b4.scales[5] = 2;                // min 1 = 2
+  b4.scales[9] = 0x45;             // scale 5 low nibble 5, min 5 low nibble 4
+  b4.scales[1] |= 1 << 6;          // scale 5 high bits 01 -> 21
+  b4.qs[32 * 2 + 7] = 0x9c;        // elements 128 + 7 (code 12) and 160 + 7 (code 9)
+  float y[256];
+  DequantizeQ4K(&b4, y, 256);
+  EXPECT_EQ(y[32], 0.5f * 3 * 0 - 0.25f * 2);      // element 32: code 0 of qs[0] high nibble
+  EXPECT_EQ(y[128 + 7], 0.f);                       // scale 4 = 0, min 4 = 0
+  EXPECT_EQ(y[160 + 7], 0.5f * 21 * 9 - 0.25f * 4);  // sub-block 5
+  // q6_K: element 128h + 32k + j: low nibble from ql[64h + j + 32 (k & 1)] >> 4 (k >> 1), high
+  // bits from qh[32h + j] >> 2k; value d * scale[e / 16] * (code - 32).
+  BlockQ6K b6{};
+  b6.d = Fp32ToFp16(0.125f);
+  for (int i = 0; i < 16; ++i) b6.scales[i] = static_cast<int8_t>(i - 8);
+  b6.ql[64 + 5 + 32] = 0xa0;   // h = 1, k = 3, j = 5: high nibble a
+  b6.qh[32 + 5] = 0x80;        // its high bits (k = 3): 2
+  DequantizeQ6K(&b6, y, 256);
+  const int e = 128 + 96 + 5;
+  EXPECT_EQ(y[e], 0.125f * static_cast<float>(e / 16 - 8) * static_cast<float>((0xa | (2 << 4)) - 32));
+  EXPECT_EQ(y[0], 0.125f * -8 * -32);
+  // iq4_xs: six-bit scales (stored + 32): low nibbles in scales_l, high two bits in scales_h.
+  BlockIq4Xs bx{};
+  bx.d = Fp32ToFp16(1.f);
+  bx.scales_l[1] = 0x70;           // sub-block 3 low nibble 7
+  bx.scales_h = 2 << 6;            // sub-block 3 high bits 2 -> 39 - 32 = 7
+  bx.qs[16 * 3 + 2] = 0xf0;        // element 96 + 2 index 0, 96 + 18 index 15
+  DequantizeIq4Xs(&bx, y, 256);
+  EXPECT_EQ(y[96 + 2], 7.f * -127);
+  EXPECT_EQ(y[96 + 18], 7.f * 113);
+  EXPECT_EQ(y[0], -32.f * -127);   // scale 0 stored 0 -> -32
 }
 
 }  // namespace

@@ -97,7 +97,6 @@ void HalfTile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y
   for (int r = 0; r < kRX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = base + b * kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 4 * kBytes, _MM_HINT_T0);
     __m256i isum[kRX], msum[kRX];
     for (int r = 0; r < kRX; ++r) isum[r] = msum[r] = _mm256_setzero_si256();
     // Products of one step for every activation row, added to hacc (int16 pairs).

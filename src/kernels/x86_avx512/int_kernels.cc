@@ -100,7 +100,6 @@ void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, si
   for (int r = 0; r < kRX; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = base + b * kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + 4 * kBytes, _MM_HINT_T0);
     __m512i isum[kRX], msum[kRX];
     if constexpr (L.nsub() == 1) {
       // A 32-element block: one sub-block, scale 1.
