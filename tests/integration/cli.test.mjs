@@ -158,3 +158,86 @@ test("score lists log-probabilities that are a distribution", () => {
   assert.equal(j.positions[4].next, -1);
 });
 
+
+test("quantize writes a llama-quantize file type and reports its error per type", () => {
+  const f32 = path.join(dir, "q-f32.gguf");
+  assert.equal(run(["gen-model", "--shape", "small", "--layers", "2", "--type", "f32", "--seed", "4", "-o", f32]).code, 0);
+  const out = path.join(dir, "q-q4km.gguf");
+  const r = run(["quantize", f32, out, "--type", "Q4_K_M", "--json"]);
+  assert.equal(r.code, 0, r.err);
+  const j = lastJson(r.out);
+  assert.equal(j.type, "q4_k_m");
+  assert.equal(j.file_type, 15);
+  assert.equal(j.output_bytes, fs.statSync(out).size);
+  assert.deepEqual(Object.keys(j.by_type).sort(), ["q4_K", "q6_K"]);
+  assert.equal(j.by_type.q4_K.bits_per_weight, 4.5);
+  assert.ok(j.by_type.q4_K.relative_rmse > j.by_type.q6_K.relative_rmse, JSON.stringify(j.by_type));
+  // The file runs, and is what gen-model writes for the same weights.
+  const direct = path.join(dir, "q-direct.gguf");
+  assert.equal(run(["gen-model", "--shape", "small", "--layers", "2", "--type", "q4_k_m", "--seed", "4", "-o", direct]).code, 0);
+  const ids = (m) => lastJson(run(["run", "-m", m, "--ids", "5,6,7", "-n", "6", "--ignore-eos", "--json"]).out).ids;
+  assert.deepEqual(ids(out), ids(direct));
+  const info = lastJson(run(["inspect", out, "--json"]).out);
+  assert.equal(Number(info.metadata["general.file_type"]), 15);
+  // Clear refusals.
+  const cases = [
+    [["quantize", f32, path.join(dir, "x.gguf"), "--type", "q9_k"], /--type must be one of .*q4_k_m/],
+    [["quantize", f32, f32, "--type", "q8_0"], /would overwrite the input/],
+    [["quantize", out, path.join(dir, "x.gguf"), "--type", "q2_k"], /is q4_K; quantize from an f32, f16, bf16 or q8_0 file/],
+    [["quantize", path.join(dir, "none.gguf"), path.join(dir, "x.gguf"), "--type", "q8_0"], /no such file/],
+  ];
+  for (const [args, pattern] of cases) {
+    const e = run(args);
+    assert.notEqual(e.code, 0, args.join(" "));
+    assert.match(e.err, pattern, args.join(" "));
+  }
+  assert.ok(!fs.existsSync(path.join(dir, "x.gguf")) && !fs.existsSync(path.join(dir, "x.gguf.partial")));
+});
+
+test("quantize streams: a 650 MB model in little memory, progress on stderr", () => {
+  const f16 = path.join(dir, "q-big16.gguf");
+  assert.equal(run(["gen-model", "--shape", "llama-3.2-1b", "--layers", "1", "--type", "f16", "-o", f16]).code, 0);
+  const out = path.join(dir, "q-big8.gguf");
+  const r = run(["quantize", f16, out, "--type", "q8_0", "--json"]);
+  assert.equal(r.code, 0, r.err);
+  const j = lastJson(r.out);
+  assert.ok(j.input_bytes > 600e6);
+  assert.ok(j.peak_rss_bytes < 150e6, `peak RSS ${j.peak_rss_bytes} bytes`);
+  assert.match(r.err, /quantize: .* \(100%\)/);
+  fs.rmSync(f16);
+  fs.rmSync(out);
+});
+
+test("perplexity reports perplexity, and KL divergence and top-token agreement against a base", () => {
+  const base = path.join(dir, "p-f32.gguf"), q = path.join(dir, "p-q6.gguf"), text = path.join(dir, "p.txt");
+  assert.equal(run(["gen-model", "--shape", "small", "--layers", "2", "--type", "f32", "--seed", "6", "-o", base]).code, 0);
+  assert.equal(run(["quantize", base, q, "--type", "q6_k"]).code, 0);
+  const words = "The quick brown fox jumps over the lazy dog. ".repeat(12);
+  fs.writeFileSync(text, words);
+  const n = JSON.parse(run(["tokenize", "-m", q, "--json"], JSON.stringify([words])).out)[0].length + 1;  // + BOS
+  const r = run(["perplexity", "-m", q, "-f", text, "--kl-base", base, "-c", "128", "--json"]);
+  assert.equal(r.code, 0, r.err);
+  const j = lastJson(r.out);
+  assert.equal(j.tokens, n);
+  assert.equal(j.chunks, Math.floor(n / 128));
+  assert.ok(j.chunks >= 2);
+  assert.equal(j.scored, j.chunks * 63);
+  assert.ok(j.ppl > 1 && Number.isFinite(j.ppl));
+  assert.ok(j.kl.mean > 0 && j.kl.mean < 1, JSON.stringify(j.kl));
+  assert.ok(j.same_top > 0.5 && j.same_top <= 1);
+  assert.match(r.err, new RegExp(`perplexity: chunk ${j.chunks}: ppl [\\d.]+, mean KL`));
+  // The base against itself: no divergence.
+  const self = lastJson(run(["perplexity", "-m", base, "-f", text, "--kl-base", base, "-c", "128", "--json"]).out);
+  assert.equal(self.kl.mean, 0);
+  assert.equal(self.same_top, 1);
+  const cases = [
+    [["perplexity", "-m", q, "-f", text, "-c", "512"], /the text has \d+ tokens; perplexity with a context of 512 needs at least 1024/],
+    [["perplexity", "-m", q, "-f", path.join(dir, "none.txt")], /none\.txt: no such file/],
+    [["perplexity", "-m", q, "-f", text, "-c", "2"], /--ctx must be at least 4/],
+  ];
+  for (const [args, pattern] of cases) {
+    const e = run(args);
+    assert.notEqual(e.code, 0, args.join(" "));
+    assert.match(e.err, pattern, args.join(" "));
+  }
+});
