@@ -4,6 +4,7 @@
 #include <cstring>
 #include <cmath>
 #include <numbers>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -61,14 +62,29 @@ struct TensorPlan {
   std::vector<float> fixed;  // explicit values (rope_freqs), else drawn from init
 };
 
-// Converts `rows` rows of `cols` floats to `type` and appends the bytes to `out`.
+// Converts `rows` rows of `cols` floats to `type` into `out`, the rows shared out among the
+// cores (the K-quants' scale searches cost hundreds of operations per weight).
 void Encode(TensorType type, const float* x, int64_t rows, int64_t cols, std::vector<uint8_t>& out) {
   const size_t n = static_cast<size_t>(rows * cols);
   const auto& traits = gguf::Traits(type);
   out.resize(n / traits.block_size * traits.block_bytes);
   const kernels::WeightFormat* f = kernels::FindFormat(static_cast<uint32_t>(type));
   DAISY_CHECK(f != nullptr);
-  f->quantize_row(x, out.data(), static_cast<int64_t>(n));
+  const size_t row_bytes = static_cast<size_t>(cols) / traits.block_size * traits.block_bytes;
+  const int threads = type == TensorType::kF32 || rows < 2
+                          ? 1
+                          : static_cast<int>(std::min<int64_t>(rows, std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t a = rows * t / threads, b = rows * (t + 1) / threads;
+    auto work = [=, &out] { f->quantize_row(x + a * cols, out.data() + a * row_bytes, (b - a) * cols); };
+    if (t + 1 == threads) {
+      work();
+    } else {
+      pool.emplace_back(work);
+    }
+  }
+  for (std::thread& th : pool) th.join();
 }
 
 std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, const QuantMix& mix, int n_vocab) {

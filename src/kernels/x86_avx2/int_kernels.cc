@@ -77,8 +77,8 @@ using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, 
 
 constexpr int Log2(int v) { return v <= 1 ? 0 : 1 + Log2(v / 2); }
 
-// Rows 8 kHalf .. 8 kHalf + 7 of row group g against kRX activation rows.
-template <WeightType kType, int kRX, int kHalf>
+// Rows 8 kH0 .. 8 (kH0 + kNH) - 1 of row group g (one half or both) against kRX activation rows.
+template <WeightType kType, int kRX, int kH0, int kNH>
 void HalfTile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
               int64_t o_begin, int64_t o_end) {
   static constexpr IntLayout L = *IntLayoutOf(kType);
@@ -93,127 +93,169 @@ void HalfTile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y
   const uint8_t* base = static_cast<const uint8_t*>(w.data) + g * nb * kBytes;
   const uint16_t* fs = w.scales + g * nb * kRowGroup * L.f16s();
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[kRX];
-  for (int r = 0; r < kRX; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[kRX][kNH];
+  for (int r = 0; r < kRX; ++r) {
+    for (int h = 0; h < kNH; ++h) acc[r][h] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = base + b * kBytes;
-    __m256i isum[kRX], msum[kRX];
-    for (int r = 0; r < kRX; ++r) isum[r] = msum[r] = _mm256_setzero_si256();
-    // Products of one step for every activation row, added to hacc (int16 pairs).
-    auto step = [&](auto s, __m256i* hacc, auto xq_of) {
-      const __m256i wv = Codes<kType, decltype(s)::value, kHalf>(blk);
-      const __m256i aw = kSigned ? _mm256_sign_epi8(wv, wv) : wv;
-      for (int r = 0; r < kRX; ++r) {
-        __m256i xv = _mm256_set1_epi32(Load4(xq_of(r)));
-        if constexpr (kSigned) xv = _mm256_sign_epi8(xv, wv);
-        hacc[r] = _mm256_add_epi16(hacc[r], _mm256_maddubs_epi16(aw, xv));
-      }
+    __m256i isum[kRX][kNH], msum[kRX][kNH];
+    for (int r = 0; r < kRX; ++r) {
+      for (int h = 0; h < kNH; ++h) isum[r][h] = msum[r][h] = _mm256_setzero_si256();
+    }
+    // Products of one step for every activation row and half, added to hacc (int16 pairs).
+    auto step = [&](auto s, __m256i (*hacc)[kNH], auto xq_of) {
+      Unroll<kNH>([&](auto hh) {
+        constexpr int h = hh.value;
+        const __m256i wv = Codes<kType, decltype(s)::value, kH0 + h>(blk);
+        const __m256i aw = kSigned ? _mm256_sign_epi8(wv, wv) : wv;
+        for (int r = 0; r < kRX; ++r) {
+          __m256i xv = _mm256_set1_epi32(Load4(xq_of(r)));
+          if constexpr (kSigned) xv = _mm256_sign_epi8(xv, wv);
+          hacc[r][h] = _mm256_add_epi16(hacc[r][h], _mm256_maddubs_epi16(aw, xv));
+        }
+      });
     };
     if constexpr (L.nsub() == 1) {
       Unroll<8 / kFlush>([&](auto f) {
-        __m256i hacc[kRX];
-        for (int r = 0; r < kRX; ++r) hacc[r] = _mm256_setzero_si256();
+        __m256i hacc[kRX][kNH];
+        for (int r = 0; r < kRX; ++r) {
+          for (int h = 0; h < kNH; ++h) hacc[r][h] = _mm256_setzero_si256();
+        }
         Unroll<kFlush>([&](auto t) {
           constexpr int S = f.value * kFlush + t.value;
           step(std::integral_constant<int, S>{}, hacc, [&](int r) { return x[r].qs + b * 32 + S * 4; });
         });
-        for (int r = 0; r < kRX; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(hacc[r], ones));
+        for (int r = 0; r < kRX; ++r) {
+          for (int h = 0; h < kNH; ++h) isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_madd_epi16(hacc[r][h], ones));
+        }
       });
       if constexpr (kOff != 0) {
-        for (int r = 0; r < kRX; ++r) isum[r] = _mm256_sub_epi32(isum[r], _mm256_set1_epi32(kOff * x[r].block_sum[b]));
+        for (int r = 0; r < kRX; ++r) {
+          const __m256i off = _mm256_set1_epi32(kOff * x[r].block_sum[b]);
+          for (int h = 0; h < kNH; ++h) isum[r][h] = _mm256_sub_epi32(isum[r][h], off);
+        }
       }
     } else {
       const int16_t* xs[kRX];
       for (int r = 0; r < kRX; ++r) xs[r] = L.sub == 16 ? x[r].sum16 + b * 16 : x[r].sum32 + b * 8;
       Unroll<L.nsub() / 2>([&](auto p) {
         constexpr int P = p.value;
-        const __m128i raw =
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L.scales_at() + P * 32 + kHalf * 16));
-        // Each row's (scale[2P], scale[2P + 1]) as int16.
-        __m256i pair;
-        if constexpr (L.scales == SubScales::kNibbles) {
-          pair = _mm256_and_si256(_mm256_cvtepu8_epi16(raw), _mm256_set1_epi16(0x000F));
-        } else {
-          pair = _mm256_cvtepi8_epi16(raw);
-        }
+        // Each row's (scale[2P], scale[2P + 1]) as int16, per half.
+        __m256i pair[kNH];
+        Unroll<kNH>([&](auto hh) {
+          constexpr int h = hh.value;
+          const __m128i raw =
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L.scales_at() + P * 32 + (kH0 + h) * 16));
+          if constexpr (L.scales == SubScales::kNibbles) {
+            pair[h] = _mm256_and_si256(_mm256_cvtepu8_epi16(raw), _mm256_set1_epi16(0x000F));
+          } else {
+            pair[h] = _mm256_cvtepi8_epi16(raw);
+          }
+        });
         Unroll<2>([&](auto half) {
           constexpr int J = 2 * P + half.value;
-          // (scale[J], scale[J]) in every 32-bit lane.
-          // (vpshufb indexes within each 128-bit lane.)
-          const __m256i dup = half.value == 0
-                                  ? _mm256_shuffle_epi8(pair, _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13,
-                                                                               12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8,
-                                                                               9, 12, 13, 12, 13))
-                                  : _mm256_shuffle_epi8(pair, _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11,
-                                                                               14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7,
-                                                                               10, 11, 10, 11, 14, 15, 14, 15));
+          // (scale[J], scale[J]) in every 32-bit lane (vpshufb indexes within each 128-bit lane).
+          const __m256i pick = half.value == 0
+                                   ? _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1,
+                                                      4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13)
+                                   : _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2,
+                                                      3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+          __m256i dup[kNH];
+          for (int h = 0; h < kNH; ++h) dup[h] = _mm256_shuffle_epi8(pair[h], pick);
           Unroll<kStepsPerSub / kFlush>([&](auto f) {
-            __m256i hacc[kRX];
-            for (int r = 0; r < kRX; ++r) hacc[r] = _mm256_setzero_si256();
+            __m256i hacc[kRX][kNH];
+            for (int r = 0; r < kRX; ++r) {
+              for (int h = 0; h < kNH; ++h) hacc[r][h] = _mm256_setzero_si256();
+            }
             Unroll<kFlush>([&](auto t) {
               constexpr int S = J * kStepsPerSub + f.value * kFlush + t.value;
               step(std::integral_constant<int, S>{}, hacc, [&](int r) { return x[r].qs + b * L.block + S * 4; });
             });
-            for (int r = 0; r < kRX; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(hacc[r], dup));
+            for (int r = 0; r < kRX; ++r) {
+              for (int h = 0; h < kNH; ++h) {
+                isum[r][h] = _mm256_add_epi32(isum[r][h], _mm256_madd_epi16(hacc[r][h], dup[h]));
+              }
+            }
           });
         });
-        if constexpr (L.extra == Extra::kMins) {
-          __m256i mins;
-          if constexpr (L.scales == SubScales::kNibbles) {
-            mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(raw), 4);
-          } else {
-            mins = _mm256_cvtepu8_epi16(
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L.mins_at() + P * 32 + kHalf * 16)));
-          }
+        if constexpr (L.extra == Extra::kMins || kOff != 0) {
+          // Mins, or (offset formats) the scales: times the activation's sub-block sums.
+          __m256i by[kNH];
+          Unroll<kNH>([&](auto hh) {
+            constexpr int h = hh.value;
+            if constexpr (L.extra != Extra::kMins) {
+              by[h] = pair[h];
+            } else if constexpr (L.scales == SubScales::kNibbles) {
+              by[h] = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                            blk + L.scales_at() + P * 32 + (kH0 + h) * 16))),
+                                        4);
+            } else {
+              by[h] = _mm256_cvtepu8_epi16(
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + L.mins_at() + P * 32 + (kH0 + h) * 16)));
+            }
+          });
           for (int r = 0; r < kRX; ++r) {
-            msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(mins, _mm256_set1_epi32(Load4(xs[r] + 2 * P))));
-          }
-        } else if constexpr (kOff != 0) {
-          // sum_j scale_j * xsum_j, taken off (times off) below.
-          for (int r = 0; r < kRX; ++r) {
-            msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(pair, _mm256_set1_epi32(Load4(xs[r] + 2 * P))));
+            const __m256i xp = _mm256_set1_epi32(Load4(xs[r] + 2 * P));
+            for (int h = 0; h < kNH; ++h) msum[r][h] = _mm256_add_epi32(msum[r][h], _mm256_madd_epi16(by[h], xp));
           }
         }
       });
       if constexpr (L.extra != Extra::kMins && kOff != 0) {
         static_assert((1 << Log2(kOff)) == kOff, "offsets are powers of two");
-        for (int r = 0; r < kRX; ++r) isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(msum[r], Log2(kOff)));
+        for (int r = 0; r < kRX; ++r) {
+          for (int h = 0; h < kNH; ++h) {
+            isum[r][h] = _mm256_sub_epi32(isum[r][h], _mm256_slli_epi32(msum[r][h], Log2(kOff)));
+          }
+        }
       }
     }
-    const uint16_t* fb = fs + b * kRowGroup * L.f16s() + kHalf * 8;
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fb)));
-    for (int r = 0; r < kRX; ++r) {
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])), acc[r]);
-    }
-    if constexpr (L.extra != Extra::kNone) {
-      const __m256 e = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fb + kRowGroup)));
+    for (int h = 0; h < kNH; ++h) {
+      const uint16_t* fb = fs + b * kRowGroup * L.f16s() + (kH0 + h) * 8;
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fb)));
       for (int r = 0; r < kRX; ++r) {
-        if constexpr (L.extra == Extra::kMins) {
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(e, _mm256_set1_ps(x[r].d[b])), acc[r]);
-        } else {
-          acc[r] = _mm256_fmadd_ps(e, _mm256_set1_ps(x[r].s[b]), acc[r]);
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][h]), _mm256_mul_ps(d, _mm256_set1_ps(x[r].d[b])),
+                                    acc[r][h]);
+      }
+      if constexpr (L.extra != Extra::kNone) {
+        const __m256 e = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(fb + kRowGroup)));
+        for (int r = 0; r < kRX; ++r) {
+          if constexpr (L.extra == Extra::kMins) {
+            acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[r][h]), _mm256_mul_ps(e, _mm256_set1_ps(x[r].d[b])),
+                                        acc[r][h]);
+          } else {
+            acc[r][h] = _mm256_fmadd_ps(e, _mm256_set1_ps(x[r].s[b]), acc[r][h]);
+          }
         }
       }
     }
   }
-  const int64_t row0 = g * kRowGroup + kHalf * 8;
   alignas(32) float out[8];
-  for (int r = 0; r < kRX; ++r) {
-    _mm256_store_ps(out, acc[r]);
-    for (int l = 0; l < 8; ++l) {
-      const int64_t o = row0 + l;
-      if (o >= o_begin && o < o_end && o < w.rows) y[(r0 + r) * y_stride + o] = out[l];
+  for (int h = 0; h < kNH; ++h) {
+    const int64_t row0 = g * kRowGroup + (kH0 + h) * 8;
+    for (int r = 0; r < kRX; ++r) {
+      _mm256_store_ps(out, acc[r][h]);
+      for (int l = 0; l < 8; ++l) {
+        const int64_t o = row0 + l;
+        if (o >= o_begin && o < o_end && o < w.rows) y[(r0 + r) * y_stride + o] = out[l];
+      }
     }
   }
 }
 
+// One activation row: both halves in one pass over the group's blocks (their accumulators fit
+// the registers). More rows: a pass per half, which keeps every row's accumulators in
+// registers; the second pass reads the blocks from cache.
 template <WeightType kType, int kRX>
 void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
           int64_t o_begin, int64_t o_end) {
-  if (o_begin < g * kRowGroup + 8) HalfTile<kType, kRX, 0>(w, x, g, y, y_stride, r0, o_begin, o_end);
-  if (o_end > g * kRowGroup + 8 && g * kRowGroup + 8 < w.rows) {
-    HalfTile<kType, kRX, 1>(w, x, g, y, y_stride, r0, o_begin, o_end);
+  const bool lower = o_begin < g * kRowGroup + 8;
+  const bool upper = o_end > g * kRowGroup + 8 && g * kRowGroup + 8 < w.rows;
+  if constexpr (kRX == 1) {
+    if (lower && upper) return HalfTile<kType, 1, 0, 2>(w, x, g, y, y_stride, r0, o_begin, o_end);
   }
+  if (lower) HalfTile<kType, kRX, 0, 1>(w, x, g, y, y_stride, r0, o_begin, o_end);
+  if (upper) HalfTile<kType, kRX, 1, 1>(w, x, g, y, y_stride, r0, o_begin, o_end);
 }
 
 }  // namespace
