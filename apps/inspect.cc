@@ -8,6 +8,7 @@
 #include "apps/commands.h"
 #include "base/strings.h"
 #include "gguf/reader.h"
+#include "model/config.h"
 
 namespace daisy::apps {
 namespace {
@@ -126,12 +127,30 @@ int Run(const std::string& path, bool json) {
                          {"offset", r.data_offset() + t.offset}});
     }
     j["tensors"] = tensors;
+    if (auto c = model::ModelConfig::FromGguf(r); c.ok()) {
+      j["model"] = {{"architecture", c->arch}, {"n_vocab", c->n_vocab}, {"d_model", c->d_model},
+                    {"n_layers", c->n_layers}, {"n_heads", c->n_heads}, {"n_kv_heads", c->n_kv_heads},
+                    {"head_dim", c->head_dim}, {"d_ff", c->d_ff}, {"context_length", c->context_length},
+                    {"rope_theta", c->rope_theta}, {"features", c->FeatureNames()},
+                    {"supported", c->CheckSupported().ok()}};
+    } else if (r.Find("general.architecture") != nullptr || model::HasDescription(r)) {
+      j["model_error"] = c.status().message();
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::printf("%s: GGUF v%u, %s, alignment %u, tensor data at offset %llu\n", path.c_str(),
               r.version(), HumanBytes(r.file_size()).c_str(), r.alignment(),
               static_cast<unsigned long long>(r.data_offset()));
+  if (auto c = model::ModelConfig::FromGguf(r); c.ok()) {
+    std::string features;
+    for (const std::string& f : c->FeatureNames()) features += (features.empty() ? "" : ", ") + f;
+    std::printf("model: %s, %d layers, d_model %d, %d heads (%d kv) of %d, d_ff %d, vocabulary %d\n  features: %s\n",
+                c->arch.c_str(), c->n_layers, c->d_model, c->n_heads, c->n_kv_heads, c->head_dim, c->d_ff,
+                c->n_vocab, features.c_str());
+  } else if (r.Find("general.architecture") != nullptr || model::HasDescription(r)) {
+    std::printf("model: %s\n", c.status().message().c_str());
+  }
   std::printf("\nmetadata (%zu keys):\n", r.metadata().size());
   for (const auto& e : r.metadata()) {
     const std::string value = e.value.type == gguf::ValueType::kArray ? ArrayText(e.value)

@@ -81,7 +81,7 @@ Result<KernelTable> BuildKernelTable(const KernelSet& set) {
     const char* name;
     bool present;
   } ops[] = {{"rms_norm", t.ops.rms_norm != nullptr}, {"rope", t.ops.rope != nullptr},
-             {"silu_mul", t.ops.silu_mul != nullptr}, {"add", t.ops.add != nullptr},
+             {"silu_mul", t.ops.silu_mul != nullptr}, {"gelu_mul", t.ops.gelu_mul != nullptr}, {"add", t.ops.add != nullptr},
              {"dot", t.ops.dot != nullptr},           {"axpy", t.ops.axpy != nullptr},
              {"attention", t.ops.attention != nullptr}};
   for (const auto& op : ops) {

@@ -23,11 +23,16 @@ namespace daisy::kernels {
 enum class RopeMode : uint8_t { kNorm = 0, kNeox = 1 };
 
 // The rotation of pair i at position `pos`: cs[2i] = cos(a_i), cs[2i+1] = sin(a_i) with
-// a_i = pos * theta^(-2i / head_dim) / factor_i for i < head_dim / 2 (factors: Llama 3.1's
-// rope_freqs, or null for none), the power built by repeated multiplication as ggml does.
-// Scalar code shared by every table: a forward computes each row's angles once and every layer
-// and head reuses them.
-void RopeAngles(int32_t pos, int head_dim, float theta, const float* factors, float* cs);
+// a_i = freq_scale * (pos * theta^(-2i / head_dim) / factor_i) for i < head_dim / 2 (factors:
+// Llama 3.1's rope_freqs, or null for none; freq_scale: linear scaling, 1 for none), the power
+// built by repeated multiplication as ggml does. Scalar code shared by every table: a forward
+// computes each row's angles once and every layer and head reuses them.
+void RopeAngles(int32_t pos, int head_dim, float theta, const float* factors, float freq_scale, float* cs);
+
+// gate[i] = gelu(gate[i]) * up[i] with ggml's tanh GELU as its CPU backend computes it: through
+// a table of the f16 GELU of every f16 input (gate rounded to f16), 0 below -10, identity above
+// 10. Scalar code shared by every table (a table lookup does not vectorise usefully).
+void GeluMul(float* gate, const float* up, int64_t n);
 
 // One (row, KV head) of attention: the `group` query heads that share a KV head attend to the
 // positions [begin, end) of their sequence. Per head h of the group:
@@ -56,6 +61,8 @@ struct OpKernels {
   void (*rope)(float* v, int n_heads, int head_dim, const float* cs, RopeMode mode);
   // gate[i] = silu(gate[i]) * up[i]
   void (*silu_mul)(float* gate, const float* up, int64_t n);
+  // gate[i] = gelu(gate[i]) * up[i] (GeluMul above in every table so far)
+  void (*gelu_mul)(float* gate, const float* up, int64_t n);
   // y[i] += x[i]
   void (*add)(float* y, const float* x, int64_t n);
   float (*dot)(const float* a, const float* b, int64_t n);

@@ -22,14 +22,23 @@ struct ArchSpec {
   bool embed_scale;  // embeddings multiplied by sqrt(d_model)
   bool qk_norm;      // per-head q/k RMS norms (attn_q_norm, attn_k_norm)
   bool post_norms;   // norms after the attention and FFN blocks
+  bool qkv_bias;     // attn_q/k/v.bias required (Qwen2); other families may carry them optionally
   // Keys beyond the ones every family shares (sliding windows, soft-caps, per-layer RoPE
-  // bases): read them into `c` (null: none).
+  // bases): read them into `c` (null: none), and write them as the family's converter does.
   Status (*read_extra)(const gguf::Reader& r, ModelConfig& c);
+  void (*write_extra)(const ModelConfig& c, gguf::Writer& w);
+  // What the family's keys fix rather than state (Gemma 3's local/global pattern, its local
+  // RoPE base, its q scale), applied to a description before its layers are resolved (null:
+  // nothing).
+  void (*implied)(ModelConfig& c);
 };
 
 // The row for `name`, or nullptr.
 const ArchSpec* FindArch(std::string_view name);
-// "llama": for messages.
+// "llama, qwen2, ...": for messages.
 std::string ArchNames();
+// Sets `c`'s architecture to `arch` with that family's features (RoPE mode, activation, norms,
+// what its keys imply). Dimensions and windows are left as they are.
+void ApplyArch(const ArchSpec& arch, ModelConfig& c);
 
 }  // namespace daisy::model

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/strings.h"
@@ -85,11 +86,23 @@ Result<ModelConfig> FromFamilyKeys(const gguf::Reader& r) {
   if (r.Find(p + "rope.freq_base") != nullptr) {
     DAISY_ASSIGN_OR_RETURN(c.rope_theta, ReadFloat(r, p + "rope.freq_base"));
   }
-  c.rope_mode = arch->rope_mode;
-  c.activation = arch->activation;
-  c.embed_scale = arch->embed_scale;
-  c.qk_norm = arch->qk_norm;
-  c.post_norms = arch->post_norms;
+  // Linear RoPE scaling (rope.scaling.factor; llama.cpp applies it to every family); the other
+  // scaling types need more than a factor.
+  if (r.Find(p + "rope.scaling.type") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(std::string_view type, r.GetString(p + "rope.scaling.type"));
+    if (type != "linear" && type != "none") {
+      return Unimplemented("%s: RoPE scaling '%s' is not supported (daisy runs linear scaling and "
+                           "Llama 3.1's rope_freqs)", r.name().c_str(), EscapeForMessage(type).c_str());
+    }
+  }
+  if (r.Find(p + "rope.scaling.factor") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(float factor, ReadFloat(r, p + "rope.scaling.factor"));
+    if (factor < 0) return DataLoss("%s: negative rope.scaling.factor", r.name().c_str());
+    if (factor != 0) c.rope_freq_scale = 1.0f / factor;
+  }
+  const float base_scale = c.rope_freq_scale;
+  ApplyArch(*arch, c);
+  c.rope_freq_scale = base_scale;
   DAISY_RETURN_IF_ERROR(ReadVocabFromTensors(r, c));
   if (arch->read_extra != nullptr) DAISY_RETURN_IF_ERROR(arch->read_extra(r, c));
   return c;
@@ -137,18 +150,29 @@ Result<ModelConfig> FromDescription(const gguf::Reader& r) {
   DAISY_ASSIGN_OR_RETURN(c.post_norms, r.GetBool(key("post_norms")));
   DAISY_ASSIGN_OR_RETURN(c.logit_softcap, ReadFloat(r, key("logit_softcap")));
   DAISY_ASSIGN_OR_RETURN(c.attn_softcap, ReadFloat(r, key("attention_softcap")));
+  // Added after format 2's first shards: absent means unused.
+  if (r.Find(key("attention_q_scale")) != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.attn_q_scale, ReadFloat(r, key("attention_q_scale")));
+  }
   DAISY_ASSIGN_OR_RETURN(std::vector<double> thetas, r.GetFloatArray(key("layer_rope_freq_base")));
   DAISY_ASSIGN_OR_RETURN(std::vector<int64_t> windows, r.GetIntArray(key("layer_sliding_window")));
-  if (thetas.size() != static_cast<size_t>(c.n_layers) || windows.size() != static_cast<size_t>(c.n_layers)) {
-    return DataLoss("%s: per-layer attention for %zu and %zu layers, the model has %d", r.name().c_str(),
-                    thetas.size(), windows.size(), c.n_layers);
+  std::vector<double> scales(thetas.size(), 1.0);
+  if (r.Find(key("layer_rope_freq_scale")) != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(scales, r.GetFloatArray(key("layer_rope_freq_scale")));
+  }
+  if (thetas.size() != static_cast<size_t>(c.n_layers) || windows.size() != static_cast<size_t>(c.n_layers) ||
+      scales.size() != static_cast<size_t>(c.n_layers)) {
+    return DataLoss("%s: per-layer attention for %zu, %zu and %zu layers, the model has %d", r.name().c_str(),
+                    thetas.size(), scales.size(), windows.size(), c.n_layers);
   }
   for (int l = 0; l < c.n_layers; ++l) {
-    if (!(thetas[l] > 0) || !std::isfinite(thetas[l]) || windows[l] < 0 || windows[l] > static_cast<int64_t>(kMaxDim)) {
-      return DataLoss("%s: layer %d has RoPE base %g and window %lld", r.name().c_str(), l, thetas[l],
-                      static_cast<long long>(windows[l]));
+    if (!(thetas[l] > 0) || !std::isfinite(thetas[l]) || !(scales[l] > 0) || !std::isfinite(scales[l]) ||
+        windows[l] < 0 || windows[l] > static_cast<int64_t>(kMaxDim)) {
+      return DataLoss("%s: layer %d has RoPE base %g, scale %g and window %lld", r.name().c_str(), l,
+                      thetas[l], scales[l], static_cast<long long>(windows[l]));
     }
-    c.layers.push_back({static_cast<float>(thetas[l]), static_cast<int32_t>(windows[l])});
+    c.layers.push_back({static_cast<float>(thetas[l]), static_cast<float>(scales[l]),
+                        static_cast<int32_t>(windows[l])});
   }
   return c;
 }
@@ -173,10 +197,22 @@ Result<ModelConfig> ModelConfig::FromGguf(const gguf::Reader& r) {
   return c;
 }
 
-Status ModelConfig::Resolve() {
-  if (layers.empty() && n_layers > 0 && n_layers <= static_cast<int>(kMaxDim)) {
-    layers.assign(n_layers, LayerSpec{rope_theta, 0});
+std::vector<LayerSpec> ModelConfig::UniformLayers() const {
+  std::vector<LayerSpec> out;
+  if (n_layers <= 0 || n_layers > static_cast<int>(kMaxDim)) return out;
+  for (int l = 0; l < n_layers; ++l) {
+    const bool local = sliding_window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1);
+    if (local && swa_pattern > 0) {
+      out.push_back({rope_theta_swa, 1.0f, sliding_window});
+    } else {
+      out.push_back({rope_theta, rope_freq_scale, local ? sliding_window : 0});
+    }
   }
+  return out;
+}
+
+Status ModelConfig::Resolve() {
+  if (layers.empty()) layers = UniformLayers();
   return Validate();
 }
 
@@ -197,8 +233,9 @@ Status ModelConfig::Validate() const {
                          kernels::kMaxAttentionGroup);
   }
   if (head_dim % 2 != 0) return InvalidArgument("head_dim %d is odd: RoPE needs pairs", head_dim);
-  if (!(rms_eps > 0) || !(rope_theta > 0)) {
-    return InvalidArgument("rms epsilon and rope theta must be positive");
+  if (!(rms_eps > 0) || !(rope_theta > 0) || !(rope_freq_scale > 0) || !(rope_theta_swa > 0) ||
+      sliding_window < 0 || swa_pattern < 0 || !(attn_q_scale >= 0) || !std::isfinite(attn_q_scale)) {
+    return InvalidArgument("rms epsilon, RoPE bases and scales must be positive; windows and q scale not negative");
   }
   if (layers.size() != static_cast<size_t>(n_layers)) {
     return InvalidArgument("per-layer attention for %zu layers, the model has %d", layers.size(), n_layers);
@@ -207,15 +244,41 @@ Status ModelConfig::Validate() const {
 }
 
 Status ModelConfig::CheckSupported() const {
-  const char* missing = activation != Activation::kSilu ? "the GELU activation"
-                        : embed_scale                   ? "scaled embeddings"
-                        : qk_norm                       ? "per-head q/k norms"
-                        : post_norms                    ? "post-attention and post-FFN norms"
-                        : logit_softcap != 0            ? "a logit soft-cap"
-                        : attn_softcap != 0             ? "an attention soft-cap"
-                                                        : nullptr;
+  const char* missing = logit_softcap != 0 ? "a logit soft-cap"
+                        : attn_softcap != 0  ? "an attention soft-cap"
+                                             : nullptr;
   if (missing == nullptr) return Status::Ok();
   return Unimplemented("%s (architecture %s) is not supported yet", missing, arch.c_str());
+}
+
+std::vector<std::string> ModelConfig::FeatureNames() const {
+  std::vector<std::string> f;
+  f.push_back(std::string(RopeModeName(rope_mode)) + " rope");
+  f.push_back(activation == Activation::kSilu ? "swiglu" : "geglu (tanh)");
+  if (n_kv_heads != n_heads) f.push_back(StrFormat("grouped-query attention (%d q heads per kv head)", n_heads / n_kv_heads));
+  if (head_dim * n_heads != d_model) f.push_back(StrFormat("head_dim %d", head_dim));
+  if (tied_embeddings) f.push_back("tied head");
+  if (rope_scaling.enabled) f.push_back("llama3 rope_freqs");
+  if (embed_scale) f.push_back("scaled embeddings");
+  if (qk_norm) f.push_back("q/k norms");
+  if (post_norms) f.push_back("post-norms");
+  if (attn_q_scale != 0) f.push_back(StrFormat("q scaled by %g", attn_q_scale));
+  int windowed = 0, window = 0, scaled = 0;
+  std::vector<float> bases;
+  for (const LayerSpec& l : layers) {
+    if (l.sliding_window > 0) {
+      ++windowed;
+      window = std::max(window, l.sliding_window);
+    }
+    if (l.rope_freq_scale != 1.0f) ++scaled;
+    if (std::find(bases.begin(), bases.end(), l.rope_theta) == bases.end()) bases.push_back(l.rope_theta);
+  }
+  if (windowed > 0) f.push_back(StrFormat("sliding window %d (%d of %d layers)", window, windowed, n_layers));
+  if (scaled > 0) f.push_back(StrFormat("linear rope scaling (%d layers)", scaled));
+  if (bases.size() > 1) f.push_back(StrFormat("%zu rope bases", bases.size()));
+  if (logit_softcap != 0) f.push_back("logit soft-cap");
+  if (attn_softcap != 0) f.push_back("attention soft-cap");
+  return f;
 }
 
 void ModelConfig::WriteDescription(gguf::Writer& w) const {
@@ -239,27 +302,35 @@ void ModelConfig::WriteDescription(gguf::Writer& w) const {
   w.AddBool(key("post_norms"), post_norms);
   w.AddFloat32(key("logit_softcap"), logit_softcap);
   w.AddFloat32(key("attention_softcap"), attn_softcap);
-  std::vector<float> thetas;
+  w.AddFloat32(key("attention_q_scale"), attn_q_scale);
+  std::vector<float> thetas, scales;
   std::vector<int32_t> windows;
   for (const LayerSpec& l : layers) {
     thetas.push_back(l.rope_theta);
+    scales.push_back(l.rope_freq_scale);
     windows.push_back(l.sliding_window);
   }
   w.AddFloat32Array(key("layer_rope_freq_base"), thetas);
+  w.AddFloat32Array(key("layer_rope_freq_scale"), scales);
   w.AddInt32Array(key("layer_sliding_window"), windows);
 }
 
 Status ModelConfig::CheckFamilyKeys() const {
   const ArchSpec* a = FindArch(arch);
   if (a == nullptr) return InvalidArgument("architecture '%s' is not one daisy knows", arch.c_str());
-  for (const LayerSpec& l : layers) {
-    if (l.rope_theta != rope_theta || l.sliding_window != 0) {
-      return InvalidArgument("%s files cannot express per-layer RoPE bases or windows", arch.c_str());
-    }
-  }
+  ModelConfig family = *this;
+  ApplyArch(*a, family);
   if (rope_mode != a->rope_mode || activation != a->activation || embed_scale != a->embed_scale ||
-      qk_norm != a->qk_norm || post_norms != a->post_norms || logit_softcap != 0 || attn_softcap != 0) {
+      qk_norm != a->qk_norm || post_norms != a->post_norms || logit_softcap != 0 || attn_softcap != 0 ||
+      swa_pattern != family.swa_pattern || attn_q_scale != family.attn_q_scale ||
+      rope_theta_swa != family.rope_theta_swa) {
     return InvalidArgument("the description's features are not those of architecture %s", arch.c_str());
+  }
+  if (sliding_window != 0 && a->write_extra == nullptr) {
+    return InvalidArgument("%s files cannot express a sliding window", arch.c_str());
+  }
+  if (layers != UniformLayers()) {
+    return InvalidArgument("%s files cannot express these per-layer RoPE bases or windows", arch.c_str());
   }
   return Status::Ok();
 }
@@ -281,6 +352,12 @@ Status ModelConfig::WriteFamilyKeys(gguf::Writer& w) const {
   }
   w.AddFloat32(p + "attention.layer_norm_rms_epsilon", rms_eps);
   w.AddFloat32(p + "rope.freq_base", rope_theta);
+  if (rope_freq_scale != 1.0f) {
+    w.AddString(p + "rope.scaling.type", "linear");
+    w.AddFloat32(p + "rope.scaling.factor", 1.0f / rope_freq_scale);
+  }
+  const ArchSpec* a = FindArch(arch);
+  if (a->write_extra != nullptr) a->write_extra(*this, w);
   return Status::Ok();
 }
 

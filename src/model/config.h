@@ -33,10 +33,12 @@ struct RopeScaling {
   int original_context = 8192;
 };
 
-// Attention of one layer: its RoPE base and its window.
+// Attention of one layer: its RoPE base, its linear RoPE scale and its window.
 struct LayerSpec {
   float rope_theta = 10000.0f;
+  float rope_freq_scale = 1.0f;  // angles multiplied by this (linear RoPE scaling: 1 / factor)
   int32_t sliding_window = 0;  // positions attended (itself included); 0: every earlier position
+  bool operator==(const LayerSpec&) const = default;
 };
 
 struct ModelConfig {
@@ -51,6 +53,13 @@ struct ModelConfig {
   int context_length = 0;
   float rms_eps = 1e-5f;
   float rope_theta = 10000.0f;  // the base of every layer unless `layers` says otherwise
+  float rope_freq_scale = 1.0f;  // linear RoPE scaling of the global layers (1 / rope.scaling.factor)
+  // Interleaved local and global attention (Gemma 3): with swa_pattern P > 0, layer l is local
+  // when l % P < P - 1 (attends `sliding_window` positions, RoPE base rope_theta_swa, unscaled);
+  // with P = 0 and a window, every layer is local. Resolve() turns these into `layers`.
+  int32_t sliding_window = 0;
+  int32_t swa_pattern = 0;
+  float rope_theta_swa = 10000.0f;
   kernels::RopeMode rope_mode = kernels::RopeMode::kNorm;
   Activation activation = Activation::kSilu;
   bool tied_embeddings = false;  // no output.weight: the LM head reuses token_embd (Llama 3.2)
@@ -63,6 +72,9 @@ struct ModelConfig {
   bool post_norms = false;
   float logit_softcap = 0;
   float attn_softcap = 0;
+  // Gemma 3 multiplies q by this before attention and leaves the scores unscaled; 0: the
+  // scores are scaled by 1 / sqrt(head_dim) (everyone else).
+  float attn_q_scale = 0;
   // Per layer (n_layers entries; empty until FromGguf/Resolve fills it).
   std::vector<LayerSpec> layers;
 
@@ -70,8 +82,11 @@ struct ModelConfig {
   // description. Errors say which key is missing or which value is inconsistent (for example
   // heads not dividing d_model), or which architecture or feature daisy does not run.
   static Result<ModelConfig> FromGguf(const gguf::Reader& reader);
-  // Fills `layers` from the uniform values when empty, then checks the dimensions.
+  // Fills `layers` from the uniform values (and the local/global pattern) when empty, then
+  // checks the dimensions.
   Status Resolve();
+  // The per-layer attention the uniform values describe.
+  std::vector<LayerSpec> UniformLayers() const;
   Status Validate() const;
   // What this build cannot compute of the description: Unimplemented naming the feature and
   // the architecture, or OK.
@@ -84,6 +99,10 @@ struct ModelConfig {
   void WriteDescription(gguf::Writer& w) const;
   Status CheckFamilyKeys() const;
   Status WriteFamilyKeys(gguf::Writer& w) const;
+
+  // What the model uses beyond the plain Llama block, as short phrases ("neox rope",
+  // "q/k norms", "sliding window 512 (22 of 26 layers)", ...): for daisy inspect and logs.
+  std::vector<std::string> FeatureNames() const;
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

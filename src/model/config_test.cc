@@ -3,6 +3,8 @@
 #include "model/config.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <unistd.h>
 
 #include <filesystem>
@@ -84,9 +86,10 @@ TEST(ModelConfig, DescriptionRoundTripsEveryField) {
   ModelConfig want = Tiny();
   want.rope_mode = kernels::RopeMode::kNeox;
   want.tied_embeddings = false;
-  want.layers[0] = {10000.f, 512};
-  want.layers[1] = {1000000.f, 0};
+  want.layers[0] = {10000.f, 1.0f, 512};
+  want.layers[1] = {1000000.f, 0.125f, 0};
   want.logit_softcap = 30.f;
+  want.attn_q_scale = 0.0625f;
   auto r = WriteKeys("cfg-desc", [&](gguf::Writer& w) { want.WriteDescription(w); });
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(HasDescription(*r));
@@ -97,6 +100,9 @@ TEST(ModelConfig, DescriptionRoundTripsEveryField) {
   EXPECT_FALSE(c->tied_embeddings);  // from the description, not from the tensors
   EXPECT_EQ(c->layers[0].sliding_window, 512);
   EXPECT_EQ(c->layers[1].rope_theta, 1000000.f);
+  EXPECT_EQ(c->layers[1].rope_freq_scale, 0.125f);
+  EXPECT_EQ(c->layers[0].rope_freq_scale, 1.0f);
+  EXPECT_EQ(c->attn_q_scale, 0.0625f);
   EXPECT_EQ(c->logit_softcap, 30.f);
   // A feature the recipe lacks is named when a model would be run.
   const Status s = c->CheckSupported();
@@ -110,7 +116,7 @@ TEST(ModelConfig, RefusesUnknownArchitecturesAndMalformedDescriptions) {
   auto c = ModelConfig::FromGguf(*r);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(c.status().message().find("architecture 'mamba' is not supported (daisy runs: llama)"),
+  EXPECT_NE(c.status().message().find("architecture 'mamba' is not supported (daisy runs: llama, qwen2, qwen3, gemma3, phi3)"),
             std::string::npos) << c.status().message();
   // Per-layer arrays of the wrong length, and a window out of range.
   ModelConfig bad = Tiny();
@@ -123,7 +129,7 @@ TEST(ModelConfig, RefusesUnknownArchitecturesAndMalformedDescriptions) {
   ASSERT_TRUE(r2.ok());
   auto c2 = ModelConfig::FromGguf(*r2);
   ASSERT_FALSE(c2.ok());
-  EXPECT_NE(c2.status().message().find("per-layer attention for 1 and 1 layers, the model has 2"), std::string::npos)
+  EXPECT_NE(c2.status().message().find("per-layer attention for 1, 1 and 1 layers, the model has 2"), std::string::npos)
       << c2.status().message();
   ModelConfig neg = Tiny();
   neg.layers[0].sliding_window = -3;
@@ -189,6 +195,92 @@ TEST(TensorBinding, LayerOf) {
   EXPECT_EQ(LayerOf("blk.x.attn_q.weight"), -1);
   EXPECT_EQ(LayerOf("blk.3"), -1);
   EXPECT_EQ(LayerOf("token_embd.weight"), -1);
+}
+
+}  // namespace
+}  // namespace daisy::model
+
+namespace daisy::model {
+namespace {
+
+// A family's keys as its converter writes them, read back: what the family implies included.
+Result<ModelConfig> RoundTripFamily(const std::string& name, const ModelConfig& want) {
+  auto r = WriteKeys(name, [&](gguf::Writer& w) {
+    w.AddString("general.architecture", want.arch);
+    ASSERT_TRUE(want.WriteFamilyKeys(w).ok());
+  });
+  if (!r.ok()) return r.status();
+  return ModelConfig::FromGguf(*r);
+}
+
+TEST(ModelConfig, FamiliesReadTheirOwnKeys) {
+  // Gemma 3 1B: every sixth layer global (base 1e6), the others local over 512 positions with
+  // base 10000; q scaled by 1 / sqrt(256).
+  ModelConfig gemma = FindShape("gemma-3-1b")->config;
+  gemma.n_vocab = 100;
+  ASSERT_TRUE(gemma.Resolve().ok());
+  auto g = RoundTripFamily("cfg-gemma3", gemma);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->arch, "gemma3");
+  EXPECT_EQ(g->head_dim, 256);
+  EXPECT_TRUE(g->embed_scale && g->qk_norm && g->post_norms);
+  EXPECT_EQ(g->activation, Activation::kGeluTanh);
+  EXPECT_EQ(g->rope_mode, kernels::RopeMode::kNeox);
+  EXPECT_EQ(g->attn_q_scale, 1.0f / 16);
+  ASSERT_EQ(g->layers.size(), 26u);
+  for (int l = 0; l < 26; ++l) {
+    const bool global = l % 6 == 5;
+    EXPECT_EQ(g->layers[l].sliding_window, global ? 0 : 512) << l;
+    EXPECT_EQ(g->layers[l].rope_theta, global ? 1e6f : 10000.f) << l;
+  }
+  EXPECT_TRUE(g->CheckSupported().ok());
+  // Gemma 3 4B: linear RoPE scaling (factor 8) on the global layers only.
+  ModelConfig gemma4b = FindShape("gemma-3-4b")->config;
+  gemma4b.n_vocab = 100;
+  ASSERT_TRUE(gemma4b.Resolve().ok());
+  auto g4 = RoundTripFamily("cfg-gemma3-4b", gemma4b);
+  ASSERT_TRUE(g4.ok()) << g4.status().ToString();
+  EXPECT_EQ(g4->layers[5].rope_freq_scale, 0.125f);
+  EXPECT_EQ(g4->layers[4].rope_freq_scale, 1.0f);
+  EXPECT_EQ(g4->layers[4].sliding_window, 1024);
+  // Qwen3: head_dim from its key, q/k norms, NeoX; Qwen2: NeoX; Phi-3: q scaled.
+  ModelConfig qwen3 = FindShape("qwen3-0.6b")->config;
+  ASSERT_TRUE(qwen3.Resolve().ok());
+  auto q3 = RoundTripFamily("cfg-qwen3", qwen3);
+  ASSERT_TRUE(q3.ok()) << q3.status().ToString();
+  EXPECT_EQ(q3->head_dim, 128);
+  EXPECT_TRUE(q3->qk_norm);
+  EXPECT_FALSE(q3->post_norms);
+  EXPECT_EQ(q3->rms_eps, 1e-6f);
+  ModelConfig phi = FindShape("phi-3-mini")->config;
+  ASSERT_TRUE(phi.Resolve().ok());
+  auto p3 = RoundTripFamily("cfg-phi3", phi);
+  ASSERT_TRUE(p3.ok()) << p3.status().ToString();
+  EXPECT_EQ(p3->attn_q_scale, 1.0f / std::sqrt(96.0f));
+  EXPECT_EQ(p3->n_kv_heads, 32);
+  // A window Qwen2's keys cannot state is refused when writing.
+  ModelConfig windowed = FindShape("qwen2.5-0.5b")->config;
+  windowed.sliding_window = 64;
+  windowed.layers.clear();
+  ASSERT_TRUE(windowed.Resolve().ok());
+  EXPECT_FALSE(windowed.CheckFamilyKeys().ok());
+}
+
+TEST(ModelConfig, RefusesRopeScalingItCannotCompute) {
+  ModelConfig c = FindShape("qwen2.5-0.5b")->config;
+  ASSERT_TRUE(c.Resolve().ok());
+  auto r = WriteKeys("cfg-yarn", [&](gguf::Writer& w) {
+    w.AddString("general.architecture", "qwen2");
+    ASSERT_TRUE(c.WriteFamilyKeys(w).ok());
+    w.AddString("qwen2.rope.scaling.type", "yarn");
+    w.AddFloat32("qwen2.rope.scaling.factor", 4.0f);
+  });
+  ASSERT_TRUE(r.ok());
+  auto got = ModelConfig::FromGguf(*r);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(got.status().message().find("RoPE scaling 'yarn' is not supported"), std::string::npos)
+      << got.status().message();
 }
 
 }  // namespace

@@ -113,28 +113,55 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, const QuantMix& mi
     const std::string p = "blk." + std::to_string(l) + ".";
     const float branch = o.scaled_from >= 0 && l >= o.scaled_from ? branch_all * o.scaled_by : branch_all;
     t.push_back({p + "attn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
-    t.push_back({p + "attn_q.weight", W(p + "attn_q.weight", c.d_model), c.d_model, static_cast<int64_t>(q_dim), false,
-                 Uniform(1.f / std::sqrt(d)), {}});
-    t.push_back({p + "attn_k.weight", W(p + "attn_k.weight", c.d_model), c.d_model, static_cast<int64_t>(kv_dim), false,
-                 Uniform(1.f / std::sqrt(d)), {}});
-    t.push_back({p + "attn_v.weight", W(p + "attn_v.weight", c.d_model), c.d_model, static_cast<int64_t>(kv_dim), false,
-                 Uniform(1.f / std::sqrt(d)), {}});
+    const bool fused = c.arch == "phi3";  // q/k/v in one matrix, gate/up in another
+    if (fused) {
+      t.push_back({p + "attn_qkv.weight", W(p + "attn_qkv.weight", c.d_model), c.d_model,
+                   static_cast<int64_t>(q_dim + 2 * kv_dim), false, Uniform(1.f / std::sqrt(d)), {}});
+    } else {
+      t.push_back({p + "attn_q.weight", W(p + "attn_q.weight", c.d_model), c.d_model, static_cast<int64_t>(q_dim), false,
+                   Uniform(1.f / std::sqrt(d)), {}});
+      t.push_back({p + "attn_k.weight", W(p + "attn_k.weight", c.d_model), c.d_model, static_cast<int64_t>(kv_dim), false,
+                   Uniform(1.f / std::sqrt(d)), {}});
+      t.push_back({p + "attn_v.weight", W(p + "attn_v.weight", c.d_model), c.d_model, static_cast<int64_t>(kv_dim), false,
+                   Uniform(1.f / std::sqrt(d)), {}});
+    }
     t.push_back({p + "attn_output.weight", W(p + "attn_output.weight", static_cast<int64_t>(q_dim)), static_cast<int64_t>(q_dim), c.d_model, false,
                  Uniform(branch / std::sqrt(q_dim)), {}});
-    if (o.attention_bias) {
+    // q/k/v biases: optional for Llama (--attention-bias, with an output bias), always Qwen2's.
+    if (o.attention_bias || c.arch == "qwen2") {
       t.push_back({p + "attn_q.bias", TensorType::kF32, static_cast<int64_t>(q_dim), 1, true, Uniform(0.3f), {}});
       t.push_back({p + "attn_k.bias", TensorType::kF32, static_cast<int64_t>(kv_dim), 1, true, Uniform(0.3f), {}});
       t.push_back({p + "attn_v.bias", TensorType::kF32, static_cast<int64_t>(kv_dim), 1, true, Uniform(0.3f), {}});
+    }
+    if (o.attention_bias && c.arch != "qwen2") {
       t.push_back({p + "attn_output.bias", TensorType::kF32, c.d_model, 1, true, Uniform(0.3f * branch), {}});
     }
+    if (c.qk_norm) {
+      t.push_back({p + "attn_q_norm.weight", TensorType::kF32, c.head_dim, 1, true, norm, {}});
+      t.push_back({p + "attn_k_norm.weight", TensorType::kF32, c.head_dim, 1, true, norm, {}});
+    }
+    // A norm after a block undoes its output projection's scale: the norm's weights carry the
+    // branch scale instead.
+    const Init post_norm{branch, 0.1f * branch};
+    if (c.post_norms) {
+      t.push_back({p + "post_attention_norm.weight", TensorType::kF32, c.d_model, 1, true, post_norm, {}});
+    }
     t.push_back({p + "ffn_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
-    t.push_back({p + "ffn_gate.weight", W(p + "ffn_gate.weight", c.d_model), c.d_model, c.d_ff, false,
-                 Uniform(1.f / std::sqrt(d)), {}});
-    t.push_back({p + "ffn_up.weight", W(p + "ffn_up.weight", c.d_model), c.d_model, c.d_ff, false, Uniform(1.f / std::sqrt(d)),
-                 {}});
+    if (fused) {
+      t.push_back({p + "ffn_up.weight", W(p + "ffn_up.weight", c.d_model), c.d_model, 2 * static_cast<int64_t>(c.d_ff),
+                   false, Uniform(1.f / std::sqrt(d)), {}});
+    } else {
+      t.push_back({p + "ffn_gate.weight", W(p + "ffn_gate.weight", c.d_model), c.d_model, c.d_ff, false,
+                   Uniform(1.f / std::sqrt(d)), {}});
+      t.push_back({p + "ffn_up.weight", W(p + "ffn_up.weight", c.d_model), c.d_model, c.d_ff, false,
+                   Uniform(1.f / std::sqrt(d)), {}});
+    }
     // silu(gate) * up has an rms of about 0.5: the factor 2 restores unit scale.
     t.push_back({p + "ffn_down.weight", W(p + "ffn_down.weight", c.d_ff), c.d_ff, c.d_model, false,
                  Uniform(2.f * branch / std::sqrt(static_cast<float>(c.d_ff))), {}});
+    if (c.post_norms) {
+      t.push_back({p + "post_ffw_norm.weight", TensorType::kF32, c.d_model, 1, true, post_norm, {}});
+    }
   }
   t.push_back({"output_norm.weight", TensorType::kF32, c.d_model, 1, true, norm, {}});
   if (!c.tied_embeddings) {

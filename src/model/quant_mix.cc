@@ -23,7 +23,7 @@ constexpr QuantMix kMixes[] = {
     {"iq4_xs", 30, WeightType::kIq4Xs, false},
 };
 
-enum class Category { kTokenEmbd, kOutput, kAttnV, kAttnK, kAttnQ, kAttnOutput, kFfnUp, kFfnGate, kFfnDown, kOther };
+enum class Category { kTokenEmbd, kOutput, kAttnV, kAttnK, kAttnQ, kAttnQkv, kAttnOutput, kFfnUp, kFfnGate, kFfnDown, kOther };
 
 Category CategoryOf(std::string_view name) {
   auto has = [name](std::string_view part) { return name.find(part) != std::string_view::npos; };
@@ -32,6 +32,7 @@ Category CategoryOf(std::string_view name) {
   if (has("attn_v.weight")) return Category::kAttnV;
   if (has("attn_k.weight")) return Category::kAttnK;
   if (has("attn_q.weight")) return Category::kAttnQ;
+  if (has("attn_qkv.weight")) return Category::kAttnQkv;
   if (has("attn_output.weight")) return Category::kAttnOutput;
   if (has("ffn_up")) return Category::kFfnUp;
   if (has("ffn_gate")) return Category::kFfnGate;
@@ -89,6 +90,11 @@ WeightType Choose(const QuantMix& mix, const MixModel& m, Category cat, int laye
       if (f == "q4_k_s" && i < n / 8) return WeightType::kQ5K;
       return t;
     }
+    case Category::kAttnQkv:  // fused q/k/v (Phi-3)
+      if (f == "q3_k_m" || f == "q3_k_l") return WeightType::kQ4K;
+      if (f == "q4_k_m") return WeightType::kQ5K;
+      if (f == "q5_k_m") return WeightType::kQ6K;
+      return t;
     case Category::kAttnOutput:
       if (f == "q2_k") return WeightType::kQ3K;
       if (f == "q3_k_m") return WeightType::kQ4K;

@@ -23,11 +23,21 @@ struct LayerWeights {
   kernels::WeightMatrix wk;          // [n_kv_heads * head_dim, d_model]
   kernels::WeightMatrix wv;          // [n_kv_heads * head_dim, d_model]
   kernels::WeightMatrix wo;          // [d_model, n_heads * head_dim]
+  // Phi-3's fused matrices (wq/wk/wv and w_gate/w_up then unused): q, k and v rows stacked;
+  // gate rows then up rows.
+  kernels::WeightMatrix wqkv;        // [q_dim + 2 kv_dim, d_model]
+  kernels::WeightMatrix w_gate_up;   // [2 d_ff, d_model]
   // Optional attention biases (null: none), added after their projections.
   const float* bq = nullptr;         // [n_heads * head_dim]
   const float* bk = nullptr;         // [n_kv_heads * head_dim]
   const float* bv = nullptr;         // [n_kv_heads * head_dim]
   const float* bo = nullptr;         // [d_model]
+  // Per-head RMS norms of q and k before RoPE (Qwen3, Gemma 3), or null.
+  const float* q_norm = nullptr;     // [head_dim]
+  const float* k_norm = nullptr;     // [head_dim]
+  // Norms of the attention and FFN outputs before the residual add (Gemma 3), or null.
+  const float* attn_post_norm = nullptr;  // [d_model]
+  const float* ffn_post_norm = nullptr;   // [d_model]
   const float* ffn_norm = nullptr;   // [d_model]
   kernels::WeightMatrix w_gate;      // [d_ff, d_model]
   kernels::WeightMatrix w_up;        // [d_ff, d_model]
@@ -35,7 +45,7 @@ struct LayerWeights {
 };
 
 // A dimension of the description, for tensor shapes.
-enum class Dim : uint8_t { kOne, kDModel, kQDim, kKvDim, kDFF, kVocab, kHalfHeadDim };
+enum class Dim : uint8_t { kOne, kDModel, kQDim, kKvDim, kQkvDim, kDFF, k2DFF, kVocab, kHeadDim, kHalfHeadDim };
 int64_t DimValue(const ModelConfig& c, Dim d);
 
 struct LayerTensor {
@@ -46,7 +56,7 @@ struct LayerTensor {
   bool required;
 };
 
-// The layer tensors of the pre-norm block (Llama).
+// The layer tensors of the model's family (its block structure and optional tensors).
 std::span<const LayerTensor> LayerTensors(const ModelConfig& c);
 
 // Tensors outside the layers that a model may hold.

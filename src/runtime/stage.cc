@@ -44,13 +44,16 @@ Stage::Stage(const model::Model& model, const StageOptions& options,
   tmp_.resize(n * d);
   gate_.resize(n * config_.d_ff);
   up_.resize(n * config_.d_ff);
+  if (config_.arch == "phi3") {
+    fused_.resize(n * std::max<int64_t>(q_dim_ + 2 * kv_dim_, 2 * config_.d_ff));
+  }
   const int64_t widest = std::max<int64_t>({config_.d_model, config_.d_ff, q_dim_});
   // Room for three converted copies (q/k/v of different types share one input).
   act_.resize(3 * n * (kernels::ActRowBytes(kernels::WeightType::kF32, widest) + kActAlign) + kActAlign);
   scores_.resize(static_cast<size_t>(pool_.size()) * (config_.n_heads / config_.n_kv_heads) *
                  options_.seq_capacity);
   for (int l = options_.first_layer; l < options_.last_layer; ++l) {
-    const float base = config_.layers[l].rope_theta;
+    const RopeBase base{config_.layers[l].rope_theta, config_.layers[l].rope_freq_scale};
     const auto it = std::find(rope_bases_.begin(), rope_bases_.end(), base);
     rope_base_of_.push_back(static_cast<size_t>(it - rope_bases_.begin()));
     if (it == rope_bases_.end()) rope_bases_.push_back(base);
@@ -119,6 +122,10 @@ Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hid
     pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         kernels::DequantizeRow(weights_.token_embd, rows[r].token, &x_[r * d]);
+        if (config_.embed_scale) {  // Gemma: as ggml_scale by sqrtf(n_embd)
+          const float s = std::sqrt(static_cast<float>(d));
+          for (int64_t i = 0; i < d; ++i) x_[r * d + i] *= s;
+        }
       }
     });
   } else {
@@ -130,7 +137,8 @@ Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hid
   pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
     for (size_t t = 0; t < rope_bases_.size(); ++t) {
       for (int64_t r = b; r < e; ++r) {
-        kernels::RopeAngles(rows[r].pos, hd, rope_bases_[t], weights_.rope_freqs, RopeTable(t, r));
+        kernels::RopeAngles(rows[r].pos, hd, rope_bases_[t].theta, weights_.rope_freqs, rope_bases_[t].scale,
+                            RopeTable(t, r));
       }
     }
   });
@@ -157,7 +165,11 @@ void Stage::Layer(int l, std::span<const BatchRow> rows, int n) {
   const kernels::OpKernels& ops = kernels_.ops;
   // Attention block: x += Wo * Attention(Rope(Wq xn), Rope(Wk xn), Wv xn), xn = RmsNorm(x).
   RmsNorm(x_.data(), w.attn_norm, n, xn_.data());
-  Project(xn_.data(), n, {&w.wq, &w.wk, &w.wv}, {q_.data(), k_.data(), v_.data()});
+  if (w.wqkv.data != nullptr) {
+    ProjectFused(xn_.data(), n, w.wqkv, {q_.data(), k_.data(), v_.data()}, {q_dim_, kv_dim_, kv_dim_});
+  } else {
+    Project(xn_.data(), n, {&w.wq, &w.wk, &w.wv}, {q_.data(), k_.data(), v_.data()});
+  }
   AddBias(q_.data(), w.bq, n, q_dim_);
   AddBias(k_.data(), w.bk, n, kv_dim_);
   AddBias(v_.data(), w.bv, n, kv_dim_);
@@ -165,14 +177,22 @@ void Stage::Layer(int l, std::span<const BatchRow> rows, int n) {
   Attention(l, rows, n);
   Project(att_.data(), n, {&w.wo}, {tmp_.data()});
   AddBias(tmp_.data(), w.bo, n, d);
+  if (w.attn_post_norm != nullptr) RmsNorm(tmp_.data(), w.attn_post_norm, n, tmp_.data());
   ops.add(x_.data(), tmp_.data(), n * d);
-  // Feed-forward block: x += Wdown * (silu(Wgate xn) * Wup xn), xn = RmsNorm(x).
+  // Feed-forward block: x += Wdown * (act(Wgate xn) * Wup xn), xn = RmsNorm(x), act SiLU or
+  // GELU.
   RmsNorm(x_.data(), w.ffn_norm, n, xn_.data());
-  Project(xn_.data(), n, {&w.w_gate, &w.w_up}, {gate_.data(), up_.data()});
+  if (w.w_gate_up.data != nullptr) {
+    ProjectFused(xn_.data(), n, w.w_gate_up, {gate_.data(), up_.data()}, {ff, ff});
+  } else {
+    Project(xn_.data(), n, {&w.w_gate, &w.w_up}, {gate_.data(), up_.data()});
+  }
+  const auto act = config_.activation == model::Activation::kSilu ? ops.silu_mul : ops.gelu_mul;
   pool_.ParallelFor(n * ff, 256, [&](int, int64_t b, int64_t e) {
-    ops.silu_mul(gate_.data() + b, up_.data() + b, e - b);
+    act(gate_.data() + b, up_.data() + b, e - b);
   });
   Project(gate_.data(), n, {&w.w_down}, {tmp_.data()});
+  if (w.ffn_post_norm != nullptr) RmsNorm(tmp_.data(), w.ffn_post_norm, n, tmp_.data());
   ops.add(x_.data(), tmp_.data(), n * d);
 }
 
@@ -229,6 +249,20 @@ void Stage::Project(const float* x, int n, std::initializer_list<const kernels::
   });
 }
 
+void Stage::ProjectFused(const float* x, int n, const kernels::WeightMatrix& w, std::initializer_list<float*> parts,
+                         std::initializer_list<int64_t> widths) {
+  Project(x, n, {&w}, {fused_.data()});
+  const int64_t total = w.rows;
+  for (int r = 0; r < n; ++r) {
+    int64_t offset = 0;
+    auto width = widths.begin();
+    for (float* part : parts) {
+      std::memcpy(part + r * *width, &fused_[r * total + offset], *width * sizeof(float));
+      offset += *width++;
+    }
+  }
+}
+
 void Stage::AddBias(float* y, const float* bias, int n, int64_t width) {
   if (bias == nullptr) return;  // the model has none here
   for (int r = 0; r < n; ++r) kernels_.ops.add(y + r * width, bias, width);
@@ -244,11 +278,25 @@ void Stage::RmsNorm(const float* x, const float* weight, int n, float* y) {
 void Stage::Rope(int l, int n) {
   const int hd = config_.head_dim;
   const size_t table = rope_base_of_[l - options_.first_layer];
+  const model::LayerWeights& w = weights_.layers[l];
+  const float eps = config_.rms_eps;
+  const float q_scale = config_.attn_q_scale;
   pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
+      float* q = &q_[r * q_dim_];
+      float* k = &k_[r * kv_dim_];
+      if (w.q_norm != nullptr) {
+        for (int h = 0; h < config_.n_heads; ++h) kernels_.ops.rms_norm(q + h * hd, w.q_norm, hd, eps, q + h * hd);
+      }
+      if (w.k_norm != nullptr) {
+        for (int h = 0; h < config_.n_kv_heads; ++h) kernels_.ops.rms_norm(k + h * hd, w.k_norm, hd, eps, k + h * hd);
+      }
       const float* cs = RopeTable(table, r);
-      kernels_.ops.rope(&q_[r * q_dim_], config_.n_heads, hd, cs, config_.rope_mode);
-      kernels_.ops.rope(&k_[r * kv_dim_], config_.n_kv_heads, hd, cs, config_.rope_mode);
+      kernels_.ops.rope(q, config_.n_heads, hd, cs, config_.rope_mode);
+      kernels_.ops.rope(k, config_.n_kv_heads, hd, cs, config_.rope_mode);
+      if (q_scale != 0) {
+        for (int64_t i = 0; i < q_dim_; ++i) q[i] *= q_scale;
+      }
     }
   });
 }
@@ -263,7 +311,8 @@ void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
     std::memcpy(kv_.Value(rows[r].seq, local, rows[r].pos), &v_[r * kv_dim_], kv_dim_ * sizeof(float));
   }
   const int group = config_.n_heads / config_.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Scores scaled by 1 / sqrt(head_dim), unless q was scaled already (Rope).
+  const float scale = config_.attn_q_scale != 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
   const int32_t window = config_.layers[l].sliding_window;
   const KvCache& kv = kv_;
   // One task per (row, KV head): the group of query heads sharing that KV head reads each of

@@ -76,7 +76,13 @@ class Stage {
   void RmsNorm(const float* x, const float* weight, int n, float* y);
   // y[r] += bias for n rows of `width`; nothing when bias is null.
   void AddBias(float* y, const float* bias, int n, int64_t width);
-  void Rope(int layer, int n);  // q_ and k_ of n rows, by the layer's RoPE table
+  // q_ and k_ of n rows: their per-head norms when the model has them, the rotation by the
+  // layer's RoPE table, and q's scale when the model scales q instead of the scores.
+  void Rope(int layer, int n);
+  // y = W x for a fused matrix whose output rows are the concatenation of `parts` (widths
+  // `widths`): projected into fused_, then copied apart.
+  void ProjectFused(const float* x, int n, const kernels::WeightMatrix& w, std::initializer_list<float*> parts,
+                    std::initializer_list<int64_t> widths);
   // The angles of `row` for the stage's RoPE base number `base` (rope_bases_).
   float* RopeTable(size_t base, int64_t row);
   void Attention(int layer, std::span<const BatchRow> rows, int n);
@@ -90,10 +96,15 @@ class Stage {
   int q_dim_, kv_dim_;
   // Activation buffers for max_batch_rows rows.
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
+  std::vector<float> fused_;           // a fused matrix's rows (Phi-3's q/k/v, gate/up) before the split
   std::vector<uint8_t> act_;           // converted activation rows
   std::vector<float> scores_;          // [threads][group][seq_capacity] attention scratch
   std::vector<float> rope_;            // [bases][rows][head_dim] cos/sin of this forward's rows
-  std::vector<float> rope_bases_;      // the distinct RoPE bases of the stage's layers
+  struct RopeBase {
+    float theta, scale;
+    bool operator==(const RopeBase&) const = default;
+  };
+  std::vector<RopeBase> rope_bases_;   // the distinct RoPE bases (and scales) of the stage's layers
   std::vector<size_t> rope_base_of_;   // per stage layer: its index in rope_bases_
 };
 

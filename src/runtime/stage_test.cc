@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <numbers>
 #include <cstring>
 #include <functional>
 #include <filesystem>
@@ -29,11 +30,16 @@ struct Fixture {
 
 // A tiny generated model of `type` (the mapping stays valid after the file is removed); the
 // small shape, 2 layers, for types of 256-element super-blocks (tiny's rows are 64 wide).
-Fixture MakeModel(gguf::TensorType type, int kv_heads = 2) {
+// Other architectures: Gemma 3 on 7 layers (the sixth global, the others local over 4
+// positions).
+Fixture MakeModel(gguf::TensorType type, int kv_heads = 2, const std::string& arch = "llama") {
   static daisy::testing::TempDir dir("stage-test");
-  const auto path = dir / (std::string(gguf::Traits(type).name) + "-" + std::to_string(kv_heads) + ".gguf");
+  const auto path =
+      dir / (arch + "-" + std::string(gguf::Traits(type).name) + "-" + std::to_string(kv_heads) + ".gguf");
   const bool super = gguf::Traits(type).block_size == 256;
-  daisy::testing::MakeModel({.shape = super ? "small" : "tiny", .layers = super ? 2 : 0, .kv_heads = kv_heads,
+  const bool gemma = arch == "gemma3";
+  daisy::testing::MakeModel({.shape = super ? "small" : "tiny", .arch = arch, .sliding_window = gemma ? 4 : 0,
+                             .layers = gemma ? 7 : super ? 2 : 0, .kv_heads = kv_heads, .tied = gemma,
                              .type = type, .seed = 99},
                             path);
   auto m = model::Model::Load(path);
@@ -106,11 +112,13 @@ Vec RmsNormD(const Vec& x, const float* w, double eps) {
 }
 
 // Rotates each head of v at position pos, as the description says.
-void RopeD(Vec& v, int n_heads, const model::ModelConfig& c, float base, const float* factors, int pos) {
+void RopeD(Vec& v, int n_heads, const model::ModelConfig& c, const model::LayerSpec& layer, const float* factors,
+           int pos) {
   const int hd = c.head_dim;
   for (int h = 0; h < n_heads; ++h) {
     for (int i = 0; i < hd / 2; ++i) {
-      const double a = pos * std::pow(static_cast<double>(base), -2.0 * i / hd) / (factors ? factors[i] : 1.0);
+      const double a = layer.rope_freq_scale * pos * std::pow(static_cast<double>(layer.rope_theta), -2.0 * i / hd) /
+                       (factors ? factors[i] : 1.0);
       const int x = h * hd + (c.rope_mode == kernels::RopeMode::kNorm ? 2 * i : i);
       const int y = h * hd + (c.rope_mode == kernels::RopeMode::kNorm ? 2 * i + 1 : i + hd / 2);
       const double x0 = v[x], x1 = v[y];
@@ -129,18 +137,39 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
   std::vector<Vec> logits;
   for (int pos = 0; pos < static_cast<int>(tokens.size()); ++pos) {
     Vec x = Row(w.token_embd, tokens[pos]);
+    if (c.embed_scale) {
+      for (double& e : x) e *= std::sqrt(static_cast<double>(c.d_model));
+    }
+    // Each head of v normed by `norm` (none: null).
+    auto head_norms = [&](Vec& v, int heads, const float* norm) {
+      for (int h = 0; norm != nullptr && h < heads; ++h) {
+        const Vec n = RmsNormD(Vec(v.begin() + h * hd, v.begin() + (h + 1) * hd), norm, c.rms_eps);
+        std::copy(n.begin(), n.end(), v.begin() + h * hd);
+      }
+    };
     for (int l = 0; l < c.n_layers; ++l) {
       const model::LayerWeights& L = w.layers[l];
       const Vec xn = RmsNormD(x, L.attn_norm, c.rms_eps);
-      Vec q = MatVec(L.wq, xn), k = MatVec(L.wk, xn), v = MatVec(L.wv, xn);
+      Vec q, k, v;
+      if (L.wqkv.data != nullptr) {  // fused: q, k, v rows stacked
+        const Vec qkv = MatVec(L.wqkv, xn);
+        q.assign(qkv.begin(), qkv.begin() + c.q_dim());
+        k.assign(qkv.begin() + c.q_dim(), qkv.begin() + c.q_dim() + c.kv_dim());
+        v.assign(qkv.begin() + c.q_dim() + c.kv_dim(), qkv.end());
+      } else {
+        q = MatVec(L.wq, xn), k = MatVec(L.wk, xn), v = MatVec(L.wv, xn);
+      }
       auto add = [](Vec& y, const float* b) {
         for (size_t i = 0; b != nullptr && i < y.size(); ++i) y[i] += b[i];
       };
       add(q, L.bq);
       add(k, L.bk);
       add(v, L.bv);
-      RopeD(q, c.n_heads, c, c.layers[l].rope_theta, w.rope_freqs, pos);
-      RopeD(k, c.n_kv_heads, c, c.layers[l].rope_theta, w.rope_freqs, pos);
+      head_norms(q, c.n_heads, L.q_norm);
+      head_norms(k, c.n_kv_heads, L.k_norm);
+      RopeD(q, c.n_heads, c, c.layers[l], w.rope_freqs, pos);
+      RopeD(k, c.n_kv_heads, c, c.layers[l], w.rope_freqs, pos);
+      const double score_scale = c.attn_q_scale != 0 ? c.attn_q_scale : 1 / std::sqrt(static_cast<double>(hd));
       keys[l].push_back(k);
       values[l].push_back(v);
       const int window = c.layers[l].sliding_window;
@@ -153,7 +182,7 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
         for (int t = begin; t <= pos; ++t) {
           double d = 0;
           for (int i = 0; i < hd; ++i) d += q[h * hd + i] * keys[l][t][kvh * hd + i];
-          s.push_back(d / std::sqrt(static_cast<double>(hd)));
+          s.push_back(d * score_scale);
           max = std::max(max, s.back());
         }
         double z = 0;
@@ -164,12 +193,27 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
       }
       Vec o = MatVec(L.wo, att);
       add(o, L.bo);
+      if (L.attn_post_norm != nullptr) o = RmsNormD(o, L.attn_post_norm, c.rms_eps);
       for (int i = 0; i < c.d_model; ++i) x[i] += o[i];
       const Vec fn = RmsNormD(x, L.ffn_norm, c.rms_eps);
-      Vec g = MatVec(L.w_gate, fn);
-      const Vec u = MatVec(L.w_up, fn);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
-      const Vec down = MatVec(L.w_down, g);
+      Vec g, u;
+      if (L.w_gate_up.data != nullptr) {  // fused: gate rows, then up rows
+        const Vec gu = MatVec(L.w_gate_up, fn);
+        g.assign(gu.begin(), gu.begin() + c.d_ff);
+        u.assign(gu.begin() + c.d_ff, gu.end());
+      } else {
+        g = MatVec(L.w_gate, fn);
+        u = MatVec(L.w_up, fn);
+      }
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double a = g[i];
+        const double act = c.activation == model::Activation::kSilu
+                               ? a / (1 + std::exp(-a))
+                               : 0.5 * a * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (a + 0.044715 * a * a * a)));
+        g[i] = act * u[i];
+      }
+      Vec down = MatVec(L.w_down, g);
+      if (L.ffn_post_norm != nullptr) down = RmsNormD(down, L.ffn_post_norm, c.rms_eps);
       for (int i = 0; i < c.d_model; ++i) x[i] += down[i];
     }
     logits.push_back(MatVec(w.output, RmsNormD(x, w.output_norm, c.rms_eps)));
@@ -178,7 +222,7 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
 }
 
 // Every kernel table's logits against the reference forward, for the model at `path`.
-void ExpectMatchesTheReference(const std::filesystem::path& path, const std::string& what) {
+void ExpectMatchesTheReference(const std::filesystem::path& path, const std::string& what, double tolerance = 2e-3) {
   auto m = model::Model::Load(path);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const int vocab = (*m)->config().n_vocab;
@@ -194,7 +238,7 @@ void ExpectMatchesTheReference(const std::filesystem::path& path, const std::str
       for (int t = 0; t < vocab; ++t) worst = std::max(worst, std::fabs(got[p * vocab + t] - want[p][t]));
     }
     // f32 weights: only the summation order differs (logits are ~8 wide).
-    EXPECT_LT(worst, 2e-3) << what << " with " << table->name;
+    EXPECT_LT(worst, tolerance) << what << " with " << table->name;
   }
 }
 
@@ -224,6 +268,25 @@ TEST(Stage, MatchesAReferenceForward) {
     c.layers[0].sliding_window = 5;
   });
   ExpectMatchesTheReference(window, "a sliding window on layer 0");
+  // The other families' own ops.
+  const auto qwen2 = daisy::testing::MakeModel({.arch = "qwen2", .kv_heads = 2, .type = gguf::TensorType::kF32, .seed = 5},
+                                               dir / "qwen2.gguf");
+  ExpectMatchesTheReference(qwen2, "qwen2 (q/k/v biases, NeoX RoPE)");
+  const auto qwen3 = daisy::testing::MakeModel({.arch = "qwen3", .kv_heads = 2, .type = gguf::TensorType::kF32, .seed = 6},
+                                               dir / "qwen3.gguf");
+  ExpectMatchesTheReference(qwen3, "qwen3 (q/k norms)");
+  const auto phi3 = daisy::testing::MakeModel({.arch = "phi3", .kv_heads = 2, .type = gguf::TensorType::kF32, .seed = 8},
+                                              dir / "phi3.gguf");
+  ExpectMatchesTheReference(phi3, "phi3 (fused q/k/v and gate/up, q scale)");
+  // Gemma 3: 7 layers (the sixth global), windows of 5 positions over 24 tokens, and a linear
+  // RoPE scale on the global layer. GELU goes through ggml's f16 table (the reference computes
+  // it exactly): a looser bound.
+  const auto gemma = daisy::testing::WithDescription(
+      daisy::testing::MakeModel({.arch = "gemma3", .sliding_window = 5, .layers = 7, .kv_heads = 1, .tied = true,
+                                 .type = gguf::TensorType::kF32, .seed = 7},
+                                dir / "gemma3-file.gguf"),
+      dir / "gemma3.gguf", [](model::ModelConfig& c) { c.layers[5].rope_freq_scale = 0.25f; });
+  ExpectMatchesTheReference(gemma, "gemma3 (scaled embeddings, GELU, post-norms, q/k norms, q scale, windows)", 2e-2);
 }
 
 TEST(Stage, DescriptionFeaturesChangeTheResult) {
@@ -250,10 +313,14 @@ TEST(Stage, DescriptionFeaturesChangeTheResult) {
   }
 }
 
-class BatchInvariance : public ::testing::TestWithParam<gguf::TensorType> {};
+struct Variant {
+  std::string arch;
+  gguf::TensorType type;
+};
+class BatchInvariance : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(BatchInvariance, LogitsDoNotDependOnTheBatch) {
-  Fixture f = MakeModel(GetParam());
+  Fixture f = MakeModel(GetParam().type, 2, GetParam().arch);
   const int vocab = f.model->config().n_vocab;
   const std::map<int, std::vector<int32_t>> seqs = {
       {0, RandomTokens(21, 1, vocab)}, {1, RandomTokens(9, 2, vocab)}, {2, RandomTokens(14, 3, vocab)},
@@ -270,7 +337,7 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnTheBatch) {
     }
     for (int threads : {1, 2}) {
       ThreadPool pool(threads);
-      const std::string tag = std::string(table->name) + "/" + gguf::Traits(GetParam()).name +
+      const std::string tag = std::string(table->name) + "/" + GetParam().arch + "/" + gguf::Traits(GetParam().type).name +
                               "/threads " + std::to_string(threads);
       auto fresh = [&] {
         return std::make_unique<Stage>(*f.model, StageOptions{.max_batch_rows = 128, .seq_capacity = 64},
@@ -310,16 +377,29 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnTheBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, BatchInvariance,
-                         ::testing::Values(gguf::TensorType::kF32, gguf::TensorType::kF16,
-                                           gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
-                                           gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_1,
-                                           gguf::TensorType::kQ5_0, gguf::TensorType::kQ5_1,
-                                           gguf::TensorType::kIQ4_NL, gguf::TensorType::kQ2_K,
-                                           gguf::TensorType::kQ3_K, gguf::TensorType::kQ4_K,
-                                           gguf::TensorType::kQ5_K, gguf::TensorType::kQ6_K,
-                                           gguf::TensorType::kIQ4_XS),
-                         [](const auto& p) { return std::string(gguf::Traits(p.param).name); });
+std::vector<Variant> LlamaOfEveryType() {
+  std::vector<Variant> v;
+  for (gguf::TensorType t :
+       {gguf::TensorType::kF32, gguf::TensorType::kF16, gguf::TensorType::kBF16, gguf::TensorType::kQ8_0,
+        gguf::TensorType::kQ4_0, gguf::TensorType::kQ4_1, gguf::TensorType::kQ5_0, gguf::TensorType::kQ5_1,
+        gguf::TensorType::kIQ4_NL, gguf::TensorType::kQ2_K, gguf::TensorType::kQ3_K, gguf::TensorType::kQ4_K,
+        gguf::TensorType::kQ5_K, gguf::TensorType::kQ6_K, gguf::TensorType::kIQ4_XS}) {
+    v.push_back({"llama", t});
+  }
+  return v;
+}
+std::string VariantName(const ::testing::TestParamInfo<Variant>& p) {
+  return p.param.arch + "_" + gguf::Traits(p.param.type).name;
+}
+INSTANTIATE_TEST_SUITE_P(AllTypes, BatchInvariance, ::testing::ValuesIn(LlamaOfEveryType()), VariantName);
+// Every other family's own ops (biases, q/k norms, GELU, post-norms, sliding windows).
+INSTANTIATE_TEST_SUITE_P(Families, BatchInvariance,
+                         ::testing::Values(Variant{"qwen2", gguf::TensorType::kQ8_0},
+                                           Variant{"qwen3", gguf::TensorType::kQ4_K},
+                                           Variant{"phi3", gguf::TensorType::kQ4_0},
+                                           Variant{"gemma3", gguf::TensorType::kF32},
+                                           Variant{"gemma3", gguf::TensorType::kQ6_K}),
+                         VariantName);
 
 TEST(Stage, RewindRecomputesExactly) {
   Fixture f = MakeModel(gguf::TensorType::kQ8_0, 4);

@@ -1,5 +1,7 @@
 #include "testing/fixtures.h"
 
+#include "model/arch.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -41,6 +43,12 @@ model::GenerateOptions Options(const ModelSpec& spec) {
   if (spec.layers > 0) o.config.n_layers = spec.layers;
   if (spec.kv_heads > 0) o.config.n_kv_heads = spec.kv_heads;
   o.config.tied_embeddings = spec.tied;
+  if (!spec.arch.empty()) {
+    const model::ArchSpec* arch = model::FindArch(spec.arch);
+    if (arch == nullptr) Abort("architecture " + spec.arch, InvalidArgument("unknown"));
+    o.config.sliding_window = spec.sliding_window;
+    model::ApplyArch(*arch, o.config);
+  }
   o.attention_bias = spec.bias;
   o.type = spec.type;
   o.seed = spec.seed;

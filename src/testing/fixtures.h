@@ -29,6 +29,8 @@ struct TempDir {
 // A test model: a shape ("tiny" unless said) with the changes asked for.
 struct ModelSpec {
   std::string shape = "tiny";
+  std::string arch = "";  // "": the shape's (gen-model --arch)
+  int sliding_window = 0;  // Gemma 3's local layers
   int layers = 0;    // 0: the shape's
   int kv_heads = 0;  // 0: the shape's
   bool tied = false;

@@ -21,6 +21,13 @@ constexpr std::string_view kLlama3Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// Qwen2's (Qwen2.5, Qwen3): Llama 3's with single digits.
+constexpr std::string_view kQwen2Regex =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// DeepSeek V3's CJK split (one of its three).
+constexpr std::string_view kDeepseek3CjkRegex = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+";
+
 constexpr const char* kLlama3ChatTemplate =
     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
     "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
@@ -193,14 +200,21 @@ void FinishBpe(const json& tok, std::vector<std::string> merges, const HfImportO
   v.merges = std::move(merges);
   if (!options.pre.empty()) {
     v.pre = options.pre;
-  } else if (ContainsRegex(tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json(), kLlama3Regex)) {
+  } else if (const json pre = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json();
+             ContainsRegex(pre, kLlama3Regex)) {
     v.pre = "llama-bpe";
+  } else if (ContainsRegex(pre, kQwen2Regex)) {
+    v.pre = "qwen2";
+  } else if (ContainsRegex(pre, kDeepseek3CjkRegex)) {
+    v.pre = "deepseek-v3";
   } else {
     v.pre = "default";
-    DAISY_LOG_WARN("%s: pre-tokenizer not recognised as Llama 3's; using \"default\" "
+    DAISY_LOG_WARN("%s: pre-tokenizer not recognised (Llama 3, Qwen2, DeepSeek V3); using \"default\" "
                    "(override with --pre)", path.c_str());
   }
   if (v.bos_id < 0) v.bos_id = find_id("<|begin_of_text|>");
+  // Qwen has no BOS of its own; its converter names <|endoftext|> (and does not add it).
+  if (v.bos_id < 0 && v.pre == "qwen2") v.bos_id = find_id("<|endoftext|>");
   if (v.eos_id < 0) v.eos_id = find_id("<|end_of_text|>");
   if (!v.add_bos && v.pre == "llama-bpe") v.add_bos = true;
 }

@@ -31,6 +31,16 @@ std::vector<std::string> Patterns(PreType type) {
       return {WithWs("(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
                      "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^WS\\p{L}\\p{N}]+[\\r\\n]*"
                      "|[WS]*[\\r\\n]+|[WS]+(?![^WS])|[WS]+")};
+    case PreType::kQwen2:
+      return {WithWs("(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+                     "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^WS\\p{L}\\p{N}]+[\\r\\n]*"
+                     "|[WS]*[\\r\\n]+|[WS]+(?![^WS])|[WS]+")};
+    case PreType::kDeepseek3:
+      // The CJK class as llama.cpp spells it: U+4E00-U+9FA5, U+3040-U+309F, U+30A0-U+30FF.
+      return {"\\p{N}{1,3}", "[\\x{4E00}-\\x{9FA5}\\x{3040}-\\x{309F}\\x{30A0}-\\x{30FF}]+",
+              WithWs("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+"
+                     "|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*"
+                     "|[WS]*[\\r\\n]+|[WS]+(?![^WS])|[WS]+")};
     case PreType::kDefault:
       // Applied in turn, each within the pieces of the one before. The second is GPT-2's, with
       // the trailing \s+ that llama.cpp's hand-written matcher for it also applies.
@@ -54,7 +64,9 @@ struct MatchDataDeleter {
 Result<PreType> ParsePreType(std::string_view name) {
   if (name.empty() || name == "default") return PreType::kDefault;
   if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") return PreType::kLlama3;
-  return Unimplemented("pre-tokenizer '%s' is not supported (supported: default, llama-bpe)",
+  if (name == "qwen2") return PreType::kQwen2;
+  if (name == "deepseek-v3") return PreType::kDeepseek3;
+  return Unimplemented("pre-tokenizer '%s' is not supported (supported: default, llama-bpe, qwen2, deepseek-v3)",
                        EscapeForMessage(name).c_str());
 }
 

@@ -15,6 +15,8 @@ namespace daisy::tokenizer {
 enum class PreType {
   kDefault,  // "default" (and a missing key): four regexes, GPT-2's in the middle
   kLlama3,   // "llama-bpe", "llama3", "llama-v3": Llama 3's single regex
+  kQwen2,    // "qwen2" (Qwen2, Qwen2.5, Qwen3): Llama 3's with single digits
+  kDeepseek3,  // "deepseek-v3": digits in threes, CJK runs, then DeepSeek's word regex
 };
 
 // Maps a tokenizer.ggml.pre value; Unimplemented (listing the supported names) otherwise.

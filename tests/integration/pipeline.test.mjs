@@ -63,6 +63,43 @@ for (const type of ["q4_k_m", "q2_k", "iq4_xs", "q5_1"]) {
   });
 }
 
+// Model families beyond Llama (their own ops on every stage: biases, q/k norms, GELU,
+// post-norms, windows): a 3-stage pipeline gives the monolithic greedy ids, and speculative
+// decoding (a draft of the first layers, and lookup) gives the plain ids, whole and split.
+const FAMILIES = {
+  qwen2: ["--arch", "qwen2", "--type", "q8_0"],
+  qwen3: ["--arch", "qwen3", "--head-dim", "64", "--type", "q4_k_m"],
+  phi3: ["--arch", "phi3", "--type", "q4_k_m"],
+  // 7 layers (the sixth global) over windows of 6 positions: prompts and outputs run past them.
+  gemma3: ["--arch", "gemma3", "--sliding-window", "6", "--tied", "on", "--type", "q6_k"],
+};
+for (const [fam, gen] of Object.entries(FAMILIES)) {
+  test(`${fam}: a 3-stage pipeline and speculative decoding give the monolithic greedy ids`, async () => {
+    const model = path.join(dir, `fam-${fam}.gguf`), draft = path.join(dir, `fam-${fam}-draft.gguf`);
+    must(["gen-model", "--shape", "small", "--layers", "7", ...gen, "--seed", "17", "-o", model,
+          "--draft-output", draft, "--draft-layers", "2", "--extra-scale", "0.15"]);
+    const mono = prompts.map((p) => lastJson(must(["run", "-m", model, ...runArgs(p)]).out).ids);
+    const out = path.join(dir, `fam-${fam}-3`);
+    compile(model, out, ["--stages", "3"]);
+    const ws = await startWorkers(out, 3);
+    try {
+      prompts.forEach((p, i) => {
+        const w = ["--shard", path.join(out, "stage-0.daisy"), "--workers", addrs(ws)];
+        assert.deepEqual(lastJson(must(["run", ...w, ...runArgs(p)]).out).ids, mono[i], `prompt ${i}`);
+        for (const spec of [["--draft", draft], ["--lookup"]]) {
+          assert.deepEqual(lastJson(must(["run", ...w, ...runArgs(p), ...spec]).out).ids, mono[i],
+                           `prompt ${i} on 3 stages with ${spec[0]}`);
+        }
+      });
+    } finally {
+      stop(ws);
+    }
+    const spec = lastJson(must(["run", "-m", model, ...runArgs(prompts[1]), "--draft", draft]).out);
+    assert.deepEqual(spec.ids, mono[1], "whole model with a draft");
+    assert.ok(spec.speculative.verifies > 0);
+  });
+}
+
 test("lossy wires (bf16, f16, q8_0) stay within the documented bounds", async () => {
   const model = makeModel("m-wire", "q8_0", 12, 6);
   const out = path.join(dir, "wire");

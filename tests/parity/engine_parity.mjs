@@ -89,6 +89,33 @@ async function llamaScores(file, tokens, kvType, topK) {
 }
 
 const configs = [];
+// --families a,b: other architectures (gen-model --arch) on small shapes, each in f32, q8_0 and
+// the q4_k_m mix: their own features (biases, q/k norms, GELU, post-norms, scaled embeddings,
+// interleaved sliding-window layers with a prompt longer than the window, linear RoPE scaling).
+const families = typeof args.families === "string" ? args.families.split(",") : [];
+const FAMILY_GEN = {
+  qwen2: [["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "3"],
+          ["--d-model", "256", "--heads", "4", "--kv-heads", "4", "--layers", "2", "--tied", "on"]],
+  qwen3: [["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--head-dim", "64", "--layers", "3"],
+          ["--d-model", "256", "--heads", "4", "--kv-heads", "2", "--layers", "2", "--tied", "on"]],
+  // 7 layers: local, local, local, local, local, global, local; a 40-token sequence over a
+  // window of 16 (and of 7 on the second).
+  gemma3: [["--d-model", "256", "--heads", "4", "--kv-heads", "1", "--head-dim", "64", "--layers", "7", "--sliding-window", "16", "--tied", "on"],
+           ["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "7", "--sliding-window", "7", "--tied", "on"]],
+  phi3: [["--d-model", "256", "--heads", "8", "--kv-heads", "8", "--layers", "3", "--tokenizer", tokenizerJson("llama2")],
+         ["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]],
+  // Mistral: the Llama architecture on a SentencePiece vocabulary.
+  mistral: [["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2", "--tokenizer", tokenizerJson("llama2")]],
+};
+for (const fam of families) {
+  if (!FAMILY_GEN[fam]) throw new Error(`unknown family ${fam}`);
+  const arch = fam === "mistral" ? "llama" : fam;
+  FAMILY_GEN[fam].forEach((gen, i) => {
+    for (const type of ["f32", "q8_0", "q4_k_m"]) {
+      configs.push({name: `${fam}${i}-${type}`, type, gen: ["--shape", "small", "--arch", arch, ...gen]});
+    }
+  });
+}
 // --mixes a,b: llama-quantize file types (gen-model --type) on shapes whose rows their 256-element
 // super-blocks divide, instead of the plain types below.
 const mixes = typeof args.mixes === "string" ? args.mixes.split(",") : [];
@@ -97,7 +124,7 @@ for (const type of mixes) {
   configs.push({name: `mix-gqa4-ropescale-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "3", "--rope-scaling", "on"]});
   configs.push({name: `mix-gqa8-tied-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "1", "--layers", "2", "--tied", "on"]});
 }
-const types = mixes.length ? [] : args.quick ? ["f32", "q8_0"] : ["f32", "f16", "bf16", "q8_0", "q4_0"];
+const types = mixes.length || families.length ? [] : args.quick ? ["f32", "q8_0"] : ["f32", "f16", "bf16", "q8_0", "q4_0"];
 for (const type of types) {
   configs.push({name: `gqa1-${type}`, type, gen: ["--shape", "small", "--d-model", "128", "--heads", "4", "--kv-heads", "4", "--d-ff", "320", "--layers", "3"]});
   configs.push({name: `gqa4-ropescale-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "3", "--rope-scaling", "on"]});
@@ -108,9 +135,9 @@ for (const type of types) {
   configs.push({name: `bias-${type}`, type, gen: ["--shape", "small", "--d-model", "128", "--heads", "4", "--kv-heads", "2", "--layers", "2", "--attention-bias"]});
 }
 // The scalar kernels forced on for whole-model runs.
-if (!mixes.length) configs.push({name: "scalar-gqa4-q4_0", type: "q4_0", kernels: "scalar", gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]});
-if (!mixes.length) configs.push({name: "scalar-gqa4-f16", type: "f16", kernels: "scalar", gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]});
-if (!mixes.length) configs.push({name: "llama3-vocab-q4_0", type: "q4_0", gen: ["--shape", "small", "--layers", "2", "--rope-scaling", "on", "--tokenizer", tokenizerJson("llama3")]});
+if (!mixes.length && !families.length) configs.push({name: "scalar-gqa4-q4_0", type: "q4_0", kernels: "scalar", gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]});
+if (!mixes.length && !families.length) configs.push({name: "scalar-gqa4-f16", type: "f16", kernels: "scalar", gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]});
+if (!mixes.length && !families.length) configs.push({name: "llama3-vocab-q4_0", type: "q4_0", gen: ["--shape", "small", "--layers", "2", "--rope-scaling", "on", "--tokenizer", tokenizerJson("llama3")]});
 
 let passed = 0, failed = 0;
 const report = [];
@@ -118,8 +145,9 @@ const fail = (msg) => { failed++; console.error(`FAIL: ${msg}`); };
 for (const cfg of configs) {
   const file = path.join(dir, `${cfg.name}.gguf`);
   runDaisy(bin, ["gen-model", ...cfg.gen, "--type", cfg.type, "--seed", "11", "-o", file]);
-  const vocab = JSON.parse(runDaisy(bin, ["inspect", file, "--json"])).metadata["llama.vocab_size"];
-  if (!(Number(vocab) > 0)) throw new Error(`${cfg.name}: no llama.vocab_size in ${file}`);
+  const meta = JSON.parse(runDaisy(bin, ["inspect", file, "--json"])).metadata;
+  const vocab = meta[`${meta["general.architecture"]}.vocab_size`];
+  if (!(Number(vocab) > 0)) throw new Error(`${cfg.name}: no vocab_size in ${file}`);
   const rand = mulberry32(cfg.name.length * 7919);
   const nTok = 40;
   const tokens = Array.from({length: nTok}, () => Math.floor(rand() * Math.min(Number(vocab), 256)));

@@ -1,7 +1,7 @@
 // Differential test: daisy's tokenizer against llama.cpp's on the same GGUF, for every string
 // of the corpus, with and without special-token parsing; and detokenize(tokenize(s)) == s.
 //
-//   node tests/parity/tokenizer_parity.mjs [--daisy build/apps/daisy] [--vocab llama3|llama3-default|llama2]
+//   node tests/parity/tokenizer_parity.mjs [--daisy build/apps/daisy] [--vocab llama3|llama3-default|llama2|qwen3|gemma3|deepseek_v3]
 import fs from "node:fs";
 import path from "node:path";
 import {makeCorpus} from "./corpus.mjs";
@@ -11,6 +11,9 @@ const VOCABS = {
   "llama3": {tokenizer: "llama3", pre: null},           // byte-level BPE, llama-bpe pre-tokenizer
   "llama3-default": {tokenizer: "llama3", pre: "default"},  // same vocabulary, "default" pre-tokenizer
   "llama2": {tokenizer: "llama2", pre: null},           // SentencePiece with byte fallback
+  "qwen3": {tokenizer: "qwen3", pre: null},             // byte-level BPE, qwen2 pre-tokenizer
+  "gemma3": {tokenizer: "gemma3", pre: null},           // SentencePiece (no space prefix), 262k pieces
+  "deepseek_v3": {tokenizer: "deepseek_v3", pre: null}, // byte-level BPE, deepseek-v3 pre-tokenizer
 };
 
 const args = parseArgs();

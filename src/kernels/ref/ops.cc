@@ -1,21 +1,57 @@
 // The scalar reference of the element-wise ops (ops.h): plain loops in the order a reader
 // expects, and the arithmetic every SIMD table reproduces.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/attention_impl.h"
 #include "kernels/kernel_table.h"
+#include "kernels/quant/float_formats.h"
 
 namespace daisy::kernels {
 
-void RopeAngles(int32_t pos, int head_dim, float theta_base, const float* factors, float* cs) {
+void RopeAngles(int32_t pos, int head_dim, float theta_base, const float* factors, float freq_scale,
+                float* cs) {
   const float theta_scale = std::pow(theta_base, -2.0f / static_cast<float>(head_dim));
   float theta = static_cast<float>(pos);
   for (int i = 0; i < head_dim / 2; ++i) {
-    const float t = factors != nullptr ? theta / factors[i] : theta;
+    const float t = freq_scale * (factors != nullptr ? theta / factors[i] : theta);
     cs[2 * i] = std::cos(t);
     cs[2 * i + 1] = std::sin(t);
     theta *= theta_scale;
+  }
+}
+
+namespace {
+// ggml's tanh GELU in float, and its f16 table over every f16 input.
+float Gelu(float x) {
+  constexpr float kCoefA = 0.044715f;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+const std::array<uint16_t, 65536>& GeluTable() {
+  static const std::array<uint16_t, 65536> table = [] {
+    std::array<uint16_t, 65536> t{};
+    for (uint32_t i = 0; i < t.size(); ++i) t[i] = Fp32ToFp16(Gelu(Fp16ToFp32(static_cast<uint16_t>(i))));
+    return t;
+  }();
+  return table;
+}
+}  // namespace
+
+void GeluMul(float* gate, const float* up, int64_t n) {
+  const std::array<uint16_t, 65536>& table = GeluTable();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    if (x <= -10.0f) {
+      gate[i] = 0.0f;
+    } else if (x >= 10.0f) {
+      gate[i] = x * up[i];
+    } else {
+      gate[i] = Fp16ToFp32(table[Fp32ToFp16(x)]) * up[i];
+    }
   }
 }
 
@@ -73,7 +109,7 @@ namespace {
 void Attention(const AttentionArgs& a) { AttentionWith<Dot, Axpy>(a); }
 }  // namespace
 
-extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, Add, Dot, Axpy, Attention};
+extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, GeluMul, Add, Dot, Axpy, Attention};
 
 }  // namespace ref
 }  // namespace daisy::kernels
