@@ -1,5 +1,6 @@
 #include "model/generator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <cmath>
@@ -141,8 +142,10 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, const QuantMix& mi
       t.push_back({p + "attn_k_norm.weight", TensorType::kF32, c.head_dim, 1, true, norm, {}});
     }
     // A norm after a block undoes its output projection's scale: the norm's weights carry the
-    // branch scale instead.
-    const Init post_norm{branch, 0.1f * branch};
+    // branch scale instead, large against the stream the sqrt(d_model)-scaled embedding starts
+    // (Gemma): else the tied head sees mostly the input token and repeats it.
+    const float stream = c.embed_scale ? std::max(1.f, 40.f * embd_std * std::sqrt(d)) : 1.f;
+    const Init post_norm{branch * stream, 0.1f * branch * stream};
     if (c.post_norms) {
       t.push_back({p + "post_attention_norm.weight", TensorType::kF32, c.d_model, 1, true, post_norm, {}});
     }

@@ -105,14 +105,23 @@ const FAMILY_GEN = {
   phi3: [["--d-model", "256", "--heads", "8", "--kv-heads", "8", "--layers", "3", "--tokenizer", tokenizerJson("llama2")],
          ["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]],
   // Mistral: the Llama architecture on a SentencePiece vocabulary.
-  mistral: [["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2", "--tokenizer", tokenizerJson("llama2")]],
+  mistral: [["--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2", "--tokenizer", tokenizerJson("llama2"),
+             "--logit-std", "12"]],
 };
+// Gemma 3's own bounds (measured 2026-12-05 [max / mean]: f32 0.040/0.007, q8_0 0.79/0.15,
+// q4_k_m 1.43/0.25): its post-norms keep the synthetic residual stream several times wider
+// than the other families' (the layers must outweigh the sqrt(d_model)-scaled embedding, see
+// gen-model), so the same relative rounding moves log-probs further. The other families stay
+// within the Llama bounds above [max over their shapes: qwen2 0.024/0.92, qwen3 0.016/0.93,
+// phi3 0.009/0.54, mistral 0.007/0.47 for f32/q4_k_m].
+const FAMILY_TOL = {gemma3: {f32: {max: 0.06, mean: 0.015}, q8_0: {max: 1.0, mean: 0.25}, q4_k_m: {max: 1.8, mean: 0.35}}};
 for (const fam of families) {
   if (!FAMILY_GEN[fam]) throw new Error(`unknown family ${fam}`);
   const arch = fam === "mistral" ? "llama" : fam;
   FAMILY_GEN[fam].forEach((gen, i) => {
     for (const type of ["f32", "q8_0", "q4_k_m"]) {
-      configs.push({name: `${fam}${i}-${type}`, type, gen: ["--shape", "small", "--arch", arch, ...gen]});
+      configs.push({name: `${fam}${i}-${type}`, type, tol: FAMILY_TOL[fam]?.[type],
+                    gen: ["--shape", "small", "--arch", arch, ...gen]});
     }
   });
 }
@@ -145,8 +154,7 @@ const fail = (msg) => { failed++; console.error(`FAIL: ${msg}`); };
 for (const cfg of configs) {
   const file = path.join(dir, `${cfg.name}.gguf`);
   runDaisy(bin, ["gen-model", ...cfg.gen, "--type", cfg.type, "--seed", "11", "-o", file]);
-  const meta = JSON.parse(runDaisy(bin, ["inspect", file, "--json"])).metadata;
-  const vocab = meta[`${meta["general.architecture"]}.vocab_size`];
+  const vocab = JSON.parse(runDaisy(bin, ["inspect", file, "--json"])).model?.n_vocab;
   if (!(Number(vocab) > 0)) throw new Error(`${cfg.name}: no vocab_size in ${file}`);
   const rand = mulberry32(cfg.name.length * 7919);
   const nTok = 40;
@@ -155,7 +163,7 @@ for (const cfg of configs) {
   // --batch 16: the 40-token sequence is prefilled in three chunks.
   const ours = JSON.parse(runDaisy(bin, ["score", "-m", file, "--ids", tokens.join(","), "--top", String(DAISY_TOP), "--batch", "16", ...kernelFlags, "--json"])).positions;
   for (const kv of ["F32"]) {
-    const tol = TOL[cfg.type];
+    const tol = cfg.tol ?? TOL[cfg.type];
     const theirs = await llamaScores(file, tokens, kv, 8);
     let maxDiff = 0, sumDiff = 0, nDiff = 0, top1Checked = 0, top1Mismatch = 0, missing = 0;
     for (let i = 0; i < nTok; i++) {
