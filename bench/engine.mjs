@@ -4,7 +4,7 @@
 // (weight bytes read per token x tokens/s) beside the machine's read bandwidth measured in the
 // same run. Prints one JSON object (the last line); progress goes to stderr.
 //
-//   node bench/engine.mjs [--models 1b-q4_0,1b-q8_0,8b-q4_0,8b-q8_0] [--threads 1,2]
+//   node bench/engine.mjs [--models 1b-q4_0,1b-q8_0,8b-q4_0,qwen2.5-7b-q4_k_m,...] [--threads 1,2]
 //                         [--rounds 3] [--prompt 128] [--gen 128] [--dir /tmp/daisy-bench]
 //                         [--ab OLD_DAISY] [--no-llama]
 // --ab runs another daisy build as a third side in the same alternation (a refactor's "within
@@ -31,11 +31,14 @@ const log = (...a) => console.error("[bench]", ...a);
 const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b", "70b": "llama-3.1-70b"};
 
 function ensureModel(name) {
-  const [size, type] = name.split("-");
+  // SIZE-TYPE (1b-q4_0) or SHAPE-TYPE (qwen2.5-7b-q4_k_m, gemma-3-4b-q4_k_m): the type is
+  // after the last dash.
+  const cut = name.lastIndexOf("-");
+  const size = name.slice(0, cut), type = name.slice(cut + 1);
   const file = path.join(dir, `${name}.gguf`);
   if (!fs.existsSync(file)) {
     log(`generating ${file}`);
-    runDaisy(bin, ["gen-model", "--shape", SHAPES[size], "--type", type, "--seed", "1", "-o", file]);
+    runDaisy(bin, ["gen-model", "--shape", SHAPES[size] ?? size, "--type", type, "--seed", "1", "-o", file]);
   }
   return file;
 }

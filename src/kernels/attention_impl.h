@@ -19,7 +19,7 @@ void AttentionWith(const AttentionArgs& a) {
   const int64_t span = a.end - a.begin;
   // Scores: each key is read once for all the heads of the group.
   for (int32_t t = a.begin; t < a.end; ++t) {
-    const float* k = a.keys + static_cast<int64_t>(t) * a.kv_stride;
+    const float* k = a.keys + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
     for (int g = 0; g < a.group; ++g) {
       a.scores[g * span + (t - a.begin)] = kDot(a.q + g * hd, k, hd) * a.scale;
     }
@@ -40,7 +40,7 @@ void AttentionWith(const AttentionArgs& a) {
   }
   // Values: each read once, added into every head's output in position order.
   for (int32_t t = a.begin; t < a.end; ++t) {
-    const float* v = a.values + static_cast<int64_t>(t) * a.kv_stride;
+    const float* v = a.values + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
     for (int g = 0; g < a.group; ++g) {
       kAxpy(a.scores[g * span + (t - a.begin)] * inv[g], v, a.out + g * hd, hd);
     }

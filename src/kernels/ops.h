@@ -45,9 +45,10 @@ struct AttentionArgs {
   float* out = nullptr;      // [group][head_dim]
   int group = 1;
   int head_dim = 0;
-  const float* keys = nullptr;    // key of position t at keys + t * kv_stride
-  const float* values = nullptr;  // value of position t at values + t * kv_stride
+  const float* keys = nullptr;    // key of position t at keys + t * kv_stride (or its ring slot)
+  const float* values = nullptr;  // value of position t at values + t * kv_stride (or its ring slot)
   int64_t kv_stride = 0;
+  int32_t ring = 0;  // > 0: position t is at slot t % ring (a sliding-window layer's ring)
   int32_t begin = 0, end = 0;
   float scale = 1.0f;
   float* scores = nullptr;  // scratch: group * (end - begin) floats

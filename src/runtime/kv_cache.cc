@@ -3,11 +3,24 @@
 #include "base/check.h"
 #include "base/strings.h"
 
+
+#include <algorithm>
+
 namespace daisy::runtime {
 
-size_t KvCache::bytes_per_sequence() const {
-  return static_cast<size_t>(options_.n_layers) * 2 * options_.seq_capacity * options_.kv_dim *
-         sizeof(float);
+KvCache::KvCache(const KvCacheOptions& options) : options_(options) {
+  size_t offset = 0;
+  for (int l = 0; l < options_.n_layers; ++l) {
+    const int32_t window = l < static_cast<int>(options_.layer_window.size()) ? options_.layer_window[l] : 0;
+    int32_t slots = options_.seq_capacity;
+    if (window > 0) {
+      slots = static_cast<int32_t>(std::min<int64_t>(slots, int64_t{window} + std::max(1, options_.max_rows) - 1));
+    }
+    slots_.push_back(slots);
+    layer_offset_.push_back(offset);
+    offset += static_cast<size_t>(2) * slots * options_.kv_dim;
+  }
+  bytes_per_sequence_ = offset * sizeof(float);
 }
 
 Status KvCache::CheckPrepare(int32_t seq, int32_t start_pos, int32_t n_new) const {
@@ -28,6 +41,24 @@ Status KvCache::CheckPrepare(int32_t seq, int32_t start_pos, int32_t n_new) cons
   } else if (start_pos > it->second.length) {
     return OutOfRange("sequence %d has %d positions; rows cannot start at %d", seq,
                       it->second.length, start_pos);
+  } else {
+    // A ring must still hold every position these rows attend once they are written.
+    const int32_t high = std::max<int32_t>(it->second.high, start_pos + n_new);
+    for (int l = 0; l < options_.n_layers; ++l) {
+      if (!IsRing(l)) continue;
+      const int32_t oldest = std::max(0, start_pos - options_.layer_window[l] + 1);
+      if (oldest < high - slots_[l]) {
+        return OutOfRange("sequence %d: rows from position %d attend positions from %d, which a sliding-window "
+                          "layer no longer keeps (it keeps the last %d of %d written); rewind less or start over",
+                          seq, start_pos, oldest, slots_[l], high);
+      }
+    }
+  }
+  if (n_new > options_.max_rows && std::any_of(slots_.begin(), slots_.end(), [&](int32_t s) {
+        return s < options_.seq_capacity;
+      })) {
+    return OutOfRange("%d rows of sequence %d in one forward; the sliding-window layers keep room for %d", n_new,
+                      seq, options_.max_rows);
   }
   if (static_cast<int64_t>(start_pos) + n_new > options_.seq_capacity) {
     return OutOfRange("sequence %d would reach %d positions; the KV cache holds %d per sequence",
@@ -57,6 +88,7 @@ void KvCache::SetLength(int32_t seq, int32_t length) {
   DAISY_CHECK(it != seqs_.end());
   DAISY_CHECK_LE(length, options_.seq_capacity);
   it->second.length = length;
+  it->second.high = std::max(it->second.high, length);
 }
 
 Status KvCache::Truncate(int32_t seq, int32_t length) {
@@ -75,9 +107,9 @@ int32_t KvCache::Length(int32_t seq) const {
 }
 
 float* KvCache::Slot(const Seq& s, int layer, int which, int32_t pos) const {
-  const size_t per_layer = static_cast<size_t>(2) * options_.seq_capacity * options_.kv_dim;
-  return s.data.as<float>() + layer * per_layer +
-         (static_cast<size_t>(which) * options_.seq_capacity + pos) * options_.kv_dim;
+  const int32_t slots = slots_[layer];
+  return s.data.as<float>() + layer_offset_[layer] +
+         (static_cast<size_t>(which) * slots + pos % slots) * options_.kv_dim;
 }
 
 float* KvCache::Key(int32_t seq, int layer, int32_t pos) { return Slot(seqs_.at(seq), layer, 0, pos); }

@@ -30,9 +30,12 @@ Stage::Stage(const model::Model& model, const StageOptions& options,
   if (options_.last_layer < 0) options_.last_layer = config_.n_layers;
   q_dim_ = config_.n_heads * config_.head_dim;
   kv_dim_ = config_.n_kv_heads * config_.head_dim;
-  kv_ = KvCache(KvCacheOptions{options_.last_layer - options_.first_layer, kv_dim_,
-                               options_.seq_capacity, options_.max_seqs,
-                               options_.kv_budget_bytes});
+  KvCacheOptions kv{options_.last_layer - options_.first_layer, kv_dim_, options_.seq_capacity,
+                    options_.max_seqs, options_.kv_budget_bytes, {}, options_.max_batch_rows};
+  for (int l = options_.first_layer; l < options_.last_layer; ++l) {
+    kv.layer_window.push_back(config_.layers[l].sliding_window);
+  }
+  kv_ = KvCache(kv);
   const size_t n = options_.max_batch_rows;
   const size_t d = config_.d_model;
   x_.resize(n * d);
@@ -329,6 +332,7 @@ void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
       a.keys = kv.Keys(rows[r].seq, local) + kvh * hd;
       a.values = kv.Values(rows[r].seq, local) + kvh * hd;
       a.kv_stride = kv_dim_;
+      a.ring = kv.IsRing(local) ? kv.Slots(local) : 0;
       a.end = rows[r].pos + 1;
       a.begin = window > 0 ? std::max(0, a.end - window) : 0;
       a.scale = scale;
