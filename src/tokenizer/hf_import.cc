@@ -190,6 +190,23 @@ void FinishSentencePiece(const json& tok, const json& model, const std::vector<s
   if (v.bos_id < 0) v.bos_id = find_id("<s>");
   if (v.eos_id < 0) v.eos_id = find_id("</s>");
   v.add_space_prefix = PrependsSpace(tok);
+  // User-defined (added, not special) tokens carry real spaces, as llama.cpp's converter writes
+  // them ("pre-normalize user-defined spaces"): Gemma's runs of "▁" match runs of spaces in the
+  // text and print as spaces.
+  for (size_t i = 0; i < n; ++i) {
+    if (v.token_types[i] != static_cast<int32_t>(TokenType::kUserDefined)) continue;
+    const std::string_view t = v.tokens[i];
+    std::string spaced;
+    for (size_t at = 0; at < t.size();) {
+      if (t.substr(at, 3) == "\xe2\x96\x81") {
+        spaced += ' ';
+        at += 3;
+      } else {
+        spaced += t[at++];
+      }
+    }
+    v.tokens[i] = std::move(spaced);
+  }
   if (!v.add_bos) v.add_bos = true;
 }
 

@@ -15,10 +15,12 @@ namespace {
 
 enum class Kind { kBpe, kSpm };
 
-// Token texts that end a turn or a generation; llama.cpp forces these to control tokens.
+// Token texts that end a turn or a generation; llama.cpp forces these to control tokens, by
+// text whatever the vocabulary's own type says: "</s>" too (added for PaddleOCR), so in a
+// byte-level vocabulary where "</s>" is an ordinary token (Qwen's) it becomes special text.
 constexpr std::string_view kEogTexts[] = {
     "<|eot_id|>",     "<|im_end|>",   "<|end|>",       "<|return|>", "<|call|>",
-    "<|flush|>",      "<|calls|>",    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<|flush|>",      "<|calls|>",    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>",
     "<EOT>",          "_<EOT>",       "<|end_of_text|>", "<end_of_utterance>"};
 constexpr std::string_view kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
                                           "<|endoftext|>", "<EOT>", "_<EOT>", "<end_of_utterance>"};
