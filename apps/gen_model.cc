@@ -127,6 +127,17 @@ Result<tokenizer::VocabData> VocabFromFlags(const GenModelFlags& f, const model:
     vocab = tokenizer::BuiltinByteVocab();
     if (!f.pre.empty()) vocab.pre = f.pre;
   }
+  // Phi-3 on Llama 2's SentencePiece vocabulary: its own added tokens at their real ids (llama.cpp
+  // looks some of them up by text when a model's name says Phi-3).
+  if (config.arch == "phi3" && vocab.tokens.size() == 32000 && !vocab.token_types.empty()) {
+    for (const char* t : {"<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>",
+                          "<|placeholder3|>", "<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>",
+                          "<|placeholder6|>", "<|user|>"}) {
+      vocab.tokens.push_back(t);
+      vocab.token_types.push_back(static_cast<int32_t>(tokenizer::TokenType::kControl));
+      if (!vocab.scores.empty()) vocab.scores.push_back(0.f);
+    }
+  }
   const int want_vocab = f.vocab > 0 ? f.vocab : config.n_vocab;
   if (want_vocab > static_cast<int>(vocab.tokens.size())) model::PadVocab(vocab, want_vocab);
   return vocab;
