@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -100,6 +101,7 @@ struct Tokenizer::Impl {
   std::unordered_map<std::string_view, int32_t> token_to_id;
   std::unordered_map<std::string, int> bpe_ranks;  // "left\0right" -> rank
   std::vector<int32_t> special_tokens;  // control, user-defined, unknown: longest first
+  std::vector<bool> rstrip;             // a matched special token eats the whitespace after it
   std::vector<bool> eog;
   std::optional<PreTokenizer> pre;
   int32_t byte_tokens[256];  // SPM: <0xXX> ids (or the 1-byte token), -1 when absent
@@ -194,6 +196,20 @@ Status Tokenizer::Impl::SetTypesAndSpecials() {
     const TokenType type = m.types[i];
     if (type == TokenType::kControl || type == TokenType::kUserDefined || type == TokenType::kUnknown) {
       if (!v.tokens[i].empty()) m.special_tokens.push_back(static_cast<int32_t>(i));
+    }
+  }
+  // llama.cpp's attributes by model name: every special token of a model named Phi-3 strips the
+  // whitespace after it, except <unk>, <s> and <|endoftext|>.
+  m.rstrip.assign(n, false);
+  std::string name = v.model_name;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    for (int32_t id : m.special_tokens) m.rstrip[id] = true;
+    for (std::string_view text : {"</s>"}) {
+      if (const int32_t id = m.Lookup(text); id >= 0) m.rstrip[id] = true;
+    }
+    for (std::string_view text : {"<unk>", "<s>", "<|endoftext|>"}) {
+      if (const int32_t id = m.Lookup(text); id >= 0) m.rstrip[id] = false;
     }
   }
   std::stable_sort(m.special_tokens.begin(), m.special_tokens.end(), [&](int32_t a, int32_t b) {
@@ -427,6 +443,9 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool parse_special
         if (hit > start) next.push_back({-1, start, hit - start});
         next.push_back({id, hit, special.size()});
         start = hit + special.size();
+        if (m.rstrip[id]) {  // the whitespace after it is dropped (C isspace, as llama.cpp)
+          while (start < end && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
+        }
         changed = true;
       }
       if (start < end) next.push_back({-1, start, end - start});

@@ -29,6 +29,9 @@ Status ReadOptionalBool(const gguf::Reader& r, const char* key, std::optional<bo
 Result<VocabData> ReadVocab(const gguf::Reader& r) {
   VocabData v;
   DAISY_ASSIGN_OR_RETURN(std::string_view model, r.GetString("tokenizer.ggml.model"));
+  if (r.Find("general.name") != nullptr) {
+    if (auto name = r.GetString("general.name"); name.ok()) v.model_name = std::string(*name);
+  }
   v.model = std::string(model);
   if (v.model != "gpt2" && v.model != "llama") {
     return Unimplemented("%s: tokenizer model '%s' is not supported (daisy reads 'gpt2' and "

@@ -35,6 +35,9 @@ struct VocabData {
   int32_t bos_id = -1, eos_id = -1, eot_id = -1, unk_id = -1, pad_id = -1;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
   std::string chat_template;  // tokenizer.chat_template (Jinja), may be empty
+  // general.name (read, never written by WriteVocab): llama.cpp sets some token attributes by
+  // the model's name (Phi-3's special tokens strip the whitespace after them).
+  std::string model_name;
 };
 
 // Reads the tokenizer.ggml.* keys. Errors name the file and the offending key; every id is

@@ -1,7 +1,7 @@
 // Differential test: daisy's tokenizer against llama.cpp's on the same GGUF, for every string
 // of the corpus, with and without special-token parsing; and detokenize(tokenize(s)) == s.
 //
-//   node tests/parity/tokenizer_parity.mjs [--daisy build/apps/daisy] [--vocab llama3|llama3-default|llama2|qwen3|gemma3|deepseek_v3]
+//   node tests/parity/tokenizer_parity.mjs [--daisy build/apps/daisy] [--vocab llama3|llama3-default|llama2|qwen3|gemma3|deepseek_v3|phi3]
 import fs from "node:fs";
 import path from "node:path";
 import {makeCorpus} from "./corpus.mjs";
@@ -14,6 +14,10 @@ const VOCABS = {
   "qwen3": {tokenizer: "qwen3", pre: null},             // byte-level BPE, qwen2 pre-tokenizer
   "gemma3": {tokenizer: "gemma3", pre: null},           // SentencePiece (no space prefix), 262k pieces
   "deepseek_v3": {tokenizer: "deepseek_v3", pre: null}, // byte-level BPE, deepseek-v3 pre-tokenizer
+  // Phi-3: Llama 2's vocabulary with Phi-3's added tokens, in a model named Phi-3 (llama.cpp then
+  // has every special token strip the whitespace after it).
+  "phi3": {tokenizer: "llama2", pre: null, shape: ["--shape", "phi-3-mini", "--layers", "1", "--d-model", "64",
+                                                  "--heads", "4", "--kv-heads", "4", "--d-ff", "128"]},
 };
 
 const args = parseArgs();
@@ -24,7 +28,7 @@ if (!vocab) throw new Error(`unknown --vocab ${vocabName}`);
 
 const dir = tempDir("tokparity");
 const model = path.join(dir, `${vocabName}.gguf`);
-const gen = ["gen-model", "--shape", "tiny", "--type", "q4_0", "--tokenizer", tokenizerJson(vocab.tokenizer), "-o", model];
+const gen = ["gen-model", ...(vocab.shape ?? ["--shape", "tiny"]), "--type", "q4_0", "--tokenizer", tokenizerJson(vocab.tokenizer), "-o", model];
 if (vocab.pre) gen.push("--pre", vocab.pre);
 runDaisy(bin, gen);
 
