@@ -41,6 +41,11 @@ std::vector<std::string> Patterns(PreType type) {
               WithWs("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+"
                      "|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*"
                      "|[WS]*[\\r\\n]+|[WS]+(?![^WS])|[WS]+")};
+    case PreType::kGpt2:
+      return {WithWs("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^WS\\p{L}\\p{N}]+|[WS]+(?![^WS])|[WS]+")};
+    case PreType::kSmollm:
+      return {"\\p{N}",
+              WithWs("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^WS\\p{L}\\p{N}]+|[WS]+(?![^WS])|[WS]+")};
     case PreType::kDefault:
       // Applied in turn, each within the pieces of the one before. The second is GPT-2's, with
       // the trailing \s+ that llama.cpp's hand-written matcher for it also applies.
@@ -66,7 +71,10 @@ Result<PreType> ParsePreType(std::string_view name) {
   if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") return PreType::kLlama3;
   if (name == "qwen2") return PreType::kQwen2;
   if (name == "deepseek-v3") return PreType::kDeepseek3;
-  return Unimplemented("pre-tokenizer '%s' is not supported (supported: default, llama-bpe, qwen2, deepseek-v3)",
+  if (name == "gpt-2") return PreType::kGpt2;
+  if (name == "smollm" || name == "starcoder") return PreType::kSmollm;
+  return Unimplemented("pre-tokenizer '%s' is not supported (supported: default, llama-bpe, qwen2, deepseek-v3, "
+                       "gpt-2, smollm, starcoder)",
                        EscapeForMessage(name).c_str());
 }
 

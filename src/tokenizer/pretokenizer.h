@@ -17,6 +17,8 @@ enum class PreType {
   kLlama3,   // "llama-bpe", "llama3", "llama-v3": Llama 3's single regex
   kQwen2,    // "qwen2" (Qwen2, Qwen2.5, Qwen3): Llama 3's with single digits
   kDeepseek3,  // "deepseek-v3": digits in threes, CJK runs, then DeepSeek's word regex
+  kGpt2,       // "gpt-2" (GPT-2, OLMo, MPT, ...): GPT-2's regex alone
+  kSmollm,     // "smollm", "starcoder": single digits, then GPT-2's regex
 };
 
 // Maps a tokenizer.ggml.pre value; Unimplemented (listing the supported names) otherwise.

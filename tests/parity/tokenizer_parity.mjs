@@ -10,6 +10,8 @@ import {daisyBinary, finish, getReferenceLlama, parseArgs, runDaisy, tempDir, to
 const VOCABS = {
   "llama3": {tokenizer: "llama3", pre: null},           // byte-level BPE, llama-bpe pre-tokenizer
   "llama3-default": {tokenizer: "llama3", pre: "default"},  // same vocabulary, "default" pre-tokenizer
+  "llama3-smollm": {tokenizer: "llama3", pre: "smollm"},    // SmolLM's and StarCoder's pre-tokenizer
+  "llama3-gpt2": {tokenizer: "llama3", pre: "gpt-2"},       // GPT-2's (OLMo, MPT, ...)
   "llama2": {tokenizer: "llama2", pre: null},           // SentencePiece with byte fallback
   "qwen3": {tokenizer: "qwen3", pre: null},             // byte-level BPE, qwen2 pre-tokenizer
   "gemma3": {tokenizer: "gemma3", pre: null},           // SentencePiece (no space prefix), 262k pieces
