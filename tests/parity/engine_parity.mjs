@@ -89,8 +89,8 @@ async function llamaScores(file, tokens, kvType, topK) {
 }
 
 const configs = [];
-// --families a,b: other architectures (gen-model --arch) on small shapes, each in f32 and the
-// q4_k_m mix (--family-types f32,q8_0,q4_k_m for more): their own features (biases, q/k norms, GELU, post-norms, scaled embeddings,
+// --families a,b: other architectures (gen-model --arch) on small shapes, each in f32, q8_0 and
+// the q4_k_m mix (--family-types to choose): their own features (biases, q/k norms, GELU, post-norms, scaled embeddings,
 // interleaved sliding-window layers with a prompt longer than the window, linear RoPE scaling).
 const families = typeof args.families === "string" ? args.families.split(",") : [];
 const FAMILY_GEN = {
@@ -119,9 +119,7 @@ for (const fam of families) {
   if (!FAMILY_GEN[fam]) throw new Error(`unknown family ${fam}`);
   const arch = fam === "mistral" ? "llama" : fam;
   FAMILY_GEN[fam].forEach((gen, i) => {
-    // f32 (the families' own ops, exactly) and a K-quant mix (their tensors in the integer kernels);
-    // --family-types widens it (q8_0 measured 2026-12-05: within the bounds below, 0 disagreements).
-    const familyTypes = typeof args["family-types"] === "string" ? args["family-types"].split(",") : ["f32", "q4_k_m"];
+    const familyTypes = typeof args["family-types"] === "string" ? args["family-types"].split(",") : ["f32", "q8_0", "q4_k_m"];
     for (const type of familyTypes) {
       configs.push({name: `${fam}${i}-${type}`, type, tol: FAMILY_TOL[fam]?.[type],
                     gen: ["--shape", "small", "--arch", arch, ...gen]});
@@ -131,14 +129,9 @@ for (const fam of families) {
 // --mixes a,b: llama-quantize file types (gen-model --type) on shapes whose rows their 256-element
 // super-blocks divide, instead of the plain types below.
 const mixes = typeof args.mixes === "string" ? args.mixes.split(",") : [];
-// The file types users download most run on all three shapes; the others skip the rope-scaling
-// one (its rope_freqs path is the same for every type) to keep CI time.
-const COMMON_MIXES = new Set(["q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k", "iq4_xs"]);
 for (const type of mixes) {
   configs.push({name: `mix-gqa1-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "4", "--kv-heads", "4", "--d-ff", "512", "--layers", "2"]});
-  if (COMMON_MIXES.has(type) || args["all-shapes"]) {
-    configs.push({name: `mix-gqa4-ropescale-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "3", "--rope-scaling", "on"]});
-  }
+  configs.push({name: `mix-gqa4-ropescale-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "3", "--rope-scaling", "on"]});
   configs.push({name: `mix-gqa8-tied-${type}`, type, gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "1", "--layers", "2", "--tied", "on"]});
 }
 const types = mixes.length || families.length ? [] : args.quick ? ["f32", "q8_0"] : ["f32", "f16", "bf16", "q8_0", "q4_0"];
