@@ -23,8 +23,7 @@ Status Gemma3Read(const gguf::Reader& r, ModelConfig& c) {
     return DataLoss("%s: %s = %llu is out of range", r.name().c_str(), key.c_str(),
                     static_cast<unsigned long long>(window));
   }
-  c.sliding_window = static_cast<int32_t>(window);
-  Gemma3Implied(c);
+  c.sliding_window = static_cast<int32_t>(window);  // the rest ApplyArch set (Gemma3Implied)
   return Status::Ok();
 }
 

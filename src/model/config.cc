@@ -100,9 +100,7 @@ Result<ModelConfig> FromFamilyKeys(const gguf::Reader& r) {
     if (factor < 0) return DataLoss("%s: negative rope.scaling.factor", r.name().c_str());
     if (factor != 0) c.rope_freq_scale = 1.0f / factor;
   }
-  const float base_scale = c.rope_freq_scale;
   ApplyArch(*arch, c);
-  c.rope_freq_scale = base_scale;
   DAISY_RETURN_IF_ERROR(ReadVocabFromTensors(r, c));
   if (arch->read_extra != nullptr) DAISY_RETURN_IF_ERROR(arch->read_extra(r, c));
   return c;

@@ -41,7 +41,6 @@ constexpr ShapeRow kShapes[] = {
 
 ModelConfig FromRow(const ShapeRow& s) {
   ModelConfig c;
-  ApplyArch(*FindArch(s.arch), c);
   c.n_vocab = s.n_vocab;
   c.d_model = s.d_model;
   c.n_layers = s.n_layers;
@@ -57,7 +56,7 @@ ModelConfig FromRow(const ShapeRow& s) {
   if (s.llama3_scaling > 0) c.rope_scaling.factor = s.llama3_scaling;
   c.sliding_window = s.sliding_window;
   if (s.linear_scaling > 0) c.rope_freq_scale = 1.0f / s.linear_scaling;
-  ApplyArch(*FindArch(s.arch), c);  // again: what the family implies depends on the dimensions
+  ApplyArch(*FindArch(s.arch), c);  // last: what the family implies depends on the dimensions
   return c;
 }
 
