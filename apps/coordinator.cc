@@ -96,11 +96,11 @@ Result<Loaded> Load(const CoordinatorFlags& f) {
 }
 
 Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags& f, Loaded& l,
-                                                         int ctx, int max_seqs) {
+                                                         int ctx, int max_seqs, int rope_context) {
   std::vector<const model::Model*> models;
   std::vector<runtime::StageOptions> options;
   runtime::StageOptions base{.max_batch_rows = std::max(1, f.batch), .seq_capacity = ctx,
-                             .max_seqs = max_seqs};
+                             .max_seqs = max_seqs, .rope_context = rope_context};
   if (l.model) {
     models.push_back(l.model.get());
     options.push_back(base);
@@ -130,6 +130,7 @@ Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags&
     // may briefly hold a finished sequence next to the new one that took its slot.
     ro.max_seqs = max_seqs == 1 ? 1 : 2 * max_seqs;
     ro.seq_capacity = ctx;
+    ro.rope_context = rope_context;
     ro.connect_deadline = transport::Millis(static_cast<int64_t>(f.connect_timeout * 1000));
     if (!(f.peer_timeout >= 0 && f.peer_timeout <= 86400) || !(f.forward_timeout >= 0 && f.forward_timeout <= 86400)) {
       return InvalidArgument("--peer-timeout and --forward-timeout must be 0 to 86400 seconds");
@@ -173,7 +174,8 @@ std::string FileIdentity(const std::string& path) {
 }  // namespace
 
 Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, const CoordinatorFlags& f,
-                                                     const Loaded& target, int ctx, int max_seqs) {
+                                                     const Loaded& target, int ctx, int max_seqs,
+                                                     int rope_context) {
   if (!s.draft.empty() && s.lookup) return InvalidArgument("give one of --draft and --lookup, not both");
   if (s.k < 0 || s.k_max < 1 || s.k_max > 64) {
     return InvalidArgument("--spec-k must be 0 (adaptive) or more, and --spec-k-max 1 to 64");
@@ -207,7 +209,7 @@ Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, 
                              a.Piece(id).c_str());
     }
   }
-  auto pipe = MakePipeline(df, spec->draft, ctx, max_seqs);
+  auto pipe = MakePipeline(df, spec->draft, ctx, max_seqs, rope_context);
   if (!pipe.ok()) return Status(pipe.status().code(), "--draft: " + pipe.status().message());
   spec->draft_pipe = std::move(*pipe);
   spec->drafter = std::make_unique<coord::ModelDrafter>(*spec->draft_pipe, std::max(1, f.batch));

@@ -64,9 +64,10 @@ struct Loaded {
 Result<Loaded> Load(const CoordinatorFlags& f);
 
 // The coordinator's pipeline: the model or the local shards, then the workers. `ctx`: KV
-// positions per sequence; `max_seqs`: sequences at once.
+// positions per sequence; `max_seqs`: sequences at once; `rope_context`: the context the user
+// asked for when `ctx` holds more (StageOptions::rope_context; 0: ctx).
 Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags& f, Loaded& l,
-                                                         int ctx, int max_seqs);
+                                                         int ctx, int max_seqs, int rope_context = 0);
 int StageCount(pipeline::Pipeline& p);
 
 // Speculative decoding (docs/speculative.md), for run and serve.
@@ -92,6 +93,7 @@ struct Speculation {
 // Checks the flags; loads the draft (same threads, kernels and weight handling as the target)
 // and checks that it shares the target's vocabulary token for token.
 Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, const CoordinatorFlags& f,
-                                                     const Loaded& target, int ctx, int max_seqs);
+                                                     const Loaded& target, int ctx, int max_seqs,
+                                                     int rope_context = 0);
 
 }  // namespace daisy::apps

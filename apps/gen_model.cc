@@ -25,6 +25,7 @@ struct GenModelFlags {
   std::string shape = "tiny";
   std::string arch;
   int sliding_window = -1;
+  int longrope = -1;
   int layers = 0, d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, d_ff = 0, context = 0, vocab = 0;
   std::string type = "f32";
   bool pure = false;
@@ -81,6 +82,17 @@ Result<model::ModelConfig> ConfigFromFlags(const GenModelFlags& f) {
   if (f.rope_scaling == "off") config.rope_scaling.enabled = false;
   if (f.tied == "on") config.tied_embeddings = true;
   if (f.tied == "off") config.tied_embeddings = false;
+  // LongRoPE: Phi-3 only (llama.cpp reads the factors for no other family); the attention
+  // factor follows the final context.
+  int longrope = f.longrope >= 0 ? f.longrope : (config.longrope ? config.rope_original_context : 0);
+  if (config.arch != "phi3") {
+    if (f.longrope > 0) return InvalidArgument("--longrope is Phi-3's (--arch phi3), not %s's", config.arch.c_str());
+    longrope = 0;
+  }
+  config.longrope = false;
+  config.rope_original_context = 0;
+  config.rope_attn_factor = 1.0f;
+  if (longrope > 0) config.EnableLongRope(longrope);
   return config;
 }
 
@@ -249,6 +261,9 @@ Runner AddGenModel(CLI::App& app) {
                  "Architecture for the shape's dimensions (default: the shape's; " + model::ArchNames() + ")");
   app.add_option("--sliding-window", f->sliding_window,
                  "Positions a local layer attends (Gemma 3: every layer but each sixth)");
+  app.add_option("--longrope", f->longrope,
+                 "Phi-3 LongRoPE from this original context to --context (rope_factors_long/short; 0: none; "
+                 "default: the shape's)");
   app.add_option("--layers", f->layers, "Number of layers (default: the shape's)");
   app.add_option("--d-model", f->d_model, "Embedding width (default: the shape's)");
   app.add_option("--heads", f->heads, "Attention heads");

@@ -76,13 +76,13 @@ int Run(const RunFlags& f) {
     DAISY_LOG_WARN("context %d is longer than the model's %d", ctx, l.first().config().context_length);
   }
   // Room for the drafted rows a verify appends past the last kept token.
-  auto pipe = MakePipeline(f, l, ctx + (f.spec.any() ? f.spec.k_max + 1 : 0), 1);
+  auto pipe = MakePipeline(f, l, ctx + (f.spec.any() ? f.spec.k_max + 1 : 0), 1, ctx);
   if (!pipe.ok()) return Fail(pipe.status().message());
   coord::GenerateOptions options;
   options.max_tokens = f.n_predict;
   options.prefill_chunk = f.batch;
   options.sampling = f.sampling;
-  auto spec = MakeSpeculation(f.spec, f, l, ctx + f.spec.k_max + 1, 1);
+  auto spec = MakeSpeculation(f.spec, f, l, ctx + f.spec.k_max + 1, 1, ctx);
   if (!spec.ok()) return Fail(spec.status().message());
   coord::Drafter* drafter = (*spec)->drafter.get();
   options.drafter = drafter;
@@ -172,7 +172,7 @@ int Score(const RunFlags& f) {
   if (!tokens.ok()) return Fail(tokens.status().message());
   runtime::Stage stage(*l.model,
                        {.max_batch_rows = std::max(1, f.batch),
-                        .seq_capacity = static_cast<int>(tokens->size()), .max_seqs = 1},
+                        .seq_capacity = std::max(f.ctx, static_cast<int>(tokens->size())), .max_seqs = 1},
                        *l.kernels, *l.pool);
   auto scores = runtime::Score(stage, 0, *tokens, f.top_logprobs, f.batch);
   if (!scores.ok()) return Fail(scores.status().message());
@@ -229,6 +229,7 @@ Runner AddScore(CLI::App& app) {
   AddCommon(app, f);
   app.add_option("--top", f->top_logprobs, "Log-probabilities to list per position")
       ->capture_default_str();
+  app.add_option("-c,--ctx", f->ctx, "KV positions (default: the tokens'; decides Phi-3's LongRoPE factors)");
   app.add_flag("--json", f->json, "JSON output (the only format)");
   return [f] { return Score(*f); };
 }

@@ -22,12 +22,14 @@ namespace daisy::kernels {
 // (Llama), kNeox rotates (i, i + head_dim / 2) (GPT-NeoX, Qwen, Gemma, Phi-3).
 enum class RopeMode : uint8_t { kNorm = 0, kNeox = 1 };
 
-// The rotation of pair i at position `pos`: cs[2i] = cos(a_i), cs[2i+1] = sin(a_i) with
-// a_i = freq_scale * (pos * theta^(-2i / head_dim) / factor_i) for i < head_dim / 2 (factors:
-// Llama 3.1's rope_freqs, or null for none; freq_scale: linear scaling, 1 for none), the power
-// built by repeated multiplication as ggml does. Scalar code shared by every table: a forward
-// computes each row's angles once and every layer and head reuses them.
-void RopeAngles(int32_t pos, int head_dim, float theta, const float* factors, float freq_scale, float* cs);
+// The rotation of pair i at position `pos`: cs[2i] = cos(a_i) * mscale, cs[2i+1] = sin(a_i) *
+// mscale with a_i = freq_scale * (pos * theta^(-2i / head_dim) / factor_i) for i < head_dim / 2
+// (factors: Llama 3.1's rope_freqs or Phi-3's LongRoPE factors, or null for none; freq_scale:
+// linear scaling, 1 for none; mscale: rope.scaling.attn_factor, 1 for none), the power built by
+// repeated multiplication as ggml does. Scalar code shared by every table: a forward computes
+// each row's angles once and every layer and head reuses them.
+void RopeAngles(int32_t pos, int head_dim, float theta, const float* factors, float freq_scale, float mscale,
+                float* cs);
 
 // gate[i] = gelu(gate[i]) * up[i] with ggml's tanh GELU as its CPU backend computes it: through
 // a table of the f16 GELU of every f16 input (gate rounded to f16), 0 below -10, identity above

@@ -49,12 +49,16 @@ TEST(Ops, RopeAnglesAndRotation) {
   const int hd = 16;
   std::vector<float> cs(hd), factors(hd / 2);
   for (int i = 0; i < hd / 2; ++i) factors[i] = 1.0f + i;
-  RopeAngles(37, hd, 10000.f, factors.data(), 1.0f, cs.data());
+  RopeAngles(37, hd, 10000.f, factors.data(), 1.0f, 1.0f, cs.data());
   for (int i = 0; i < hd / 2; ++i) {
     const double a = 37.0 * std::pow(10000.0, -2.0 * i / hd) / factors[i];
     EXPECT_NEAR(cs[2 * i], std::cos(a), 1e-5) << i;
     EXPECT_NEAR(cs[2 * i + 1], std::sin(a), 1e-5) << i;
   }
+  // mscale (LongRoPE's attn_factor) multiplies cos and sin after they are taken, as ggml does.
+  std::vector<float> scaled(hd);
+  RopeAngles(37, hd, 10000.f, factors.data(), 1.0f, 1.1902f, scaled.data());
+  for (int i = 0; i < hd; ++i) EXPECT_EQ(scaled[i], cs[i] * 1.1902f) << i;
   // kNorm turns (2i, 2i+1), kNeox (i, i + hd/2): both are the rotation by angle i.
   for (RopeMode mode : {RopeMode::kNorm, RopeMode::kNeox}) {
     const auto x = Random(2 * hd, 3);
@@ -192,7 +196,7 @@ TEST_P(OpsTable, RmsNormRopeSiluAddGiveTheReferenceBits) {
   }
   for (int hd : {2, 6, 16, 24, 32, 64, 80, 128, 256}) {
     std::vector<float> cs(hd);
-    RopeAngles(1234, hd, 500000.f, nullptr, 1.0f, cs.data());
+    RopeAngles(1234, hd, 500000.f, nullptr, 1.0f, 1.0f, cs.data());
     for (RopeMode mode : {RopeMode::kNorm, RopeMode::kNeox}) {
       std::vector<float> v1 = Random(3 * hd, hd, 2.f), v2 = v1;
       Ref().rope(v1.data(), 3, hd, cs.data(), mode);

@@ -5,6 +5,7 @@
 
 #include "base/strings.h"
 #include "model/arch.h"
+#include "model/tensors.h"
 
 namespace daisy::model {
 namespace {
@@ -100,6 +101,12 @@ Result<ModelConfig> FromFamilyKeys(const gguf::Reader& r) {
     if (factor < 0) return DataLoss("%s: negative rope.scaling.factor", r.name().c_str());
     if (factor != 0) c.rope_freq_scale = 1.0f / factor;
   }
+  if (r.Find(p + "rope.scaling.original_context_length") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.rope_original_context, ReadDim(r, p + "rope.scaling.original_context_length"));
+  }
+  if (r.Find(p + "rope.scaling.attn_factor") != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.rope_attn_factor, ReadFloat(r, p + "rope.scaling.attn_factor"));
+  }
   ApplyArch(*arch, c);
   DAISY_RETURN_IF_ERROR(ReadVocabFromTensors(r, c));
   if (arch->read_extra != nullptr) DAISY_RETURN_IF_ERROR(arch->read_extra(r, c));
@@ -152,6 +159,17 @@ Result<ModelConfig> FromDescription(const gguf::Reader& r) {
   if (r.Find(key("attention_q_scale")) != nullptr) {
     DAISY_ASSIGN_OR_RETURN(c.attn_q_scale, ReadFloat(r, key("attention_q_scale")));
   }
+  if (r.Find(key("rope_original_context")) != nullptr) {  // 0: context_length
+    DAISY_ASSIGN_OR_RETURN(uint64_t original, r.GetUint(key("rope_original_context")));
+    if (original > kMaxDim) {
+      return DataLoss("%s: %s = %llu is out of range", r.name().c_str(), key("rope_original_context").c_str(),
+                      static_cast<unsigned long long>(original));
+    }
+    c.rope_original_context = static_cast<int>(original);
+  }
+  if (r.Find(key("rope_attn_factor")) != nullptr) {
+    DAISY_ASSIGN_OR_RETURN(c.rope_attn_factor, ReadFloat(r, key("rope_attn_factor")));
+  }
   DAISY_ASSIGN_OR_RETURN(std::vector<double> thetas, r.GetFloatArray(key("layer_rope_freq_base")));
   DAISY_ASSIGN_OR_RETURN(std::vector<int64_t> windows, r.GetIntArray(key("layer_sliding_window")));
   std::vector<double> scales(thetas.size(), 1.0);
@@ -189,10 +207,31 @@ bool HasDescription(const gguf::Reader& reader) {
 Result<ModelConfig> ModelConfig::FromGguf(const gguf::Reader& r) {
   Result<ModelConfig> c = HasDescription(r) ? FromDescription(r) : FromFamilyKeys(r);
   if (!c.ok()) return c.status();
-  c->rope_scaling.enabled = r.FindTensor("rope_freqs.weight") != nullptr;
+  c->rope_scaling.enabled = r.FindTensor(std::string(kRopeFreqs)) != nullptr;
+  const bool long_factors = r.FindTensor(std::string(kRopeFactorsLong)) != nullptr;
+  const bool short_factors = r.FindTensor(std::string(kRopeFactorsShort)) != nullptr;
+  if (long_factors != short_factors) {
+    return DataLoss("%s: %s without %s", r.name().c_str(),
+                    std::string(long_factors ? kRopeFactorsLong : kRopeFactorsShort).c_str(),
+                    std::string(long_factors ? kRopeFactorsShort : kRopeFactorsLong).c_str());
+  }
+  c->longrope = long_factors;
+  if (c->longrope && (c->arch != "phi3" || c->rope_scaling.enabled)) {
+    return Unimplemented("%s: LongRoPE factors (%s) in a %s file%s: daisy runs them for phi3 only",
+                         r.name().c_str(), std::string(kRopeFactorsLong).c_str(), c->arch.c_str(),
+                         c->rope_scaling.enabled ? " next to rope_freqs.weight" : "");
+  }
   Status s = c->Resolve();
   if (!s.ok()) return s.With(r.name());
   return c;
+}
+
+void ModelConfig::EnableLongRope(int original) {
+  longrope = true;
+  rope_original_context = original;
+  const double scale = static_cast<double>(context_length) / original;
+  rope_attn_factor = scale > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(original))))
+                                 : 1.0f;
 }
 
 std::vector<LayerSpec> ModelConfig::UniformLayers() const {
@@ -231,6 +270,10 @@ Status ModelConfig::Validate() const {
                          kernels::kMaxAttentionGroup);
   }
   if (head_dim % 2 != 0) return InvalidArgument("head_dim %d is odd: RoPE needs pairs", head_dim);
+  if (!(rope_attn_factor > 0) || !std::isfinite(rope_attn_factor) || rope_original_context < 0) {
+    return InvalidArgument("rope attn_factor %g and original context %d must be positive", rope_attn_factor,
+                           rope_original_context);
+  }
   if (!(rms_eps > 0) || !(rope_theta > 0) || !(rope_freq_scale > 0) || !(rope_theta_swa > 0) ||
       sliding_window < 0 || swa_pattern < 0 || !(attn_q_scale >= 0) || !std::isfinite(attn_q_scale)) {
     return InvalidArgument("rms epsilon, RoPE bases and scales must be positive; windows and q scale not negative");
@@ -257,6 +300,11 @@ std::vector<std::string> ModelConfig::FeatureNames() const {
   if (head_dim * n_heads != d_model) f.push_back(StrFormat("head_dim %d", head_dim));
   if (tied_embeddings) f.push_back("tied head");
   if (rope_scaling.enabled) f.push_back("llama3 rope_freqs");
+  if (longrope) {
+    f.push_back(StrFormat("longrope (long factors above %d positions)",
+                          rope_original_context > 0 ? rope_original_context : context_length));
+  }
+  if (rope_attn_factor != 1.0f) f.push_back(StrFormat("rope attn factor %g", rope_attn_factor));
   if (embed_scale) f.push_back("scaled embeddings");
   if (qk_norm) f.push_back("q/k norms");
   if (post_norms) f.push_back("post-norms");
@@ -301,6 +349,8 @@ void ModelConfig::WriteDescription(gguf::Writer& w) const {
   w.AddFloat32(key("logit_softcap"), logit_softcap);
   w.AddFloat32(key("attention_softcap"), attn_softcap);
   w.AddFloat32(key("attention_q_scale"), attn_q_scale);
+  w.AddUint32(key("rope_original_context"), static_cast<uint32_t>(rope_original_context));
+  w.AddFloat32(key("rope_attn_factor"), rope_attn_factor);
   std::vector<float> thetas, scales;
   std::vector<int32_t> windows;
   for (const LayerSpec& l : layers) {
@@ -354,6 +404,10 @@ Status ModelConfig::WriteFamilyKeys(gguf::Writer& w) const {
     w.AddString(p + "rope.scaling.type", "linear");
     w.AddFloat32(p + "rope.scaling.factor", 1.0f / rope_freq_scale);
   }
+  if (rope_original_context > 0) {
+    w.AddUint32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(rope_original_context));
+  }
+  if (rope_attn_factor != 1.0f) w.AddFloat32(p + "rope.scaling.attn_factor", rope_attn_factor);
   const ArchSpec* a = FindArch(arch);
   if (a->write_extra != nullptr) a->write_extra(*this, w);
   return Status::Ok();

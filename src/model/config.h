@@ -64,6 +64,15 @@ struct ModelConfig {
   Activation activation = Activation::kSilu;
   bool tied_embeddings = false;  // no output.weight: the LM head reuses token_embd (Llama 3.2)
   RopeScaling rope_scaling;      // known at generation; at load, rope_freqs.weight says it all
+  // Phi-3's LongRoPE (rope_factors_long/short.weight, one factor per pair as rope_freqs): a
+  // sequence that may hold more than rope_original_context positions (the stage's KV capacity,
+  // as llama.cpp decides by its context size) uses the long factors, else the short ones.
+  // Known at generation; at load, the tensors say it.
+  bool longrope = false;
+  int rope_original_context = 0;  // rope.scaling.original_context_length (0: context_length)
+  // cos and sin multiplied by this (rope.scaling.attn_factor, any family; LongRoPE's
+  // sqrt(1 + ln(context / original) / ln(original))).
+  float rope_attn_factor = 1.0f;
   // Features some families use (none of them Llama's): embeddings multiplied by sqrt(d_model),
   // per-head q/k RMS norms, norms after the attention and FFN blocks, tanh soft-caps on the
   // final logits and on attention scores (0: none).
@@ -103,6 +112,15 @@ struct ModelConfig {
   // What the model uses beyond the plain Llama block, as short phrases ("neox rope",
   // "q/k norms", "sliding window 512 (22 of 26 layers)", ...): for daisy inspect and logs.
   std::vector<std::string> FeatureNames() const;
+
+  // Turns LongRoPE on from `original` positions to context_length, with the attention factor
+  // Phi-3's converter writes: sqrt(1 + ln(context / original) / ln(original)), 1 when the
+  // context is not longer.
+  void EnableLongRope(int original);
+  // Whether a stage holding `seq_capacity` positions per sequence rotates by the long factors.
+  bool UsesLongRopeFactors(int seq_capacity) const {
+    return longrope && seq_capacity > (rope_original_context > 0 ? rope_original_context : context_length);
+  }
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -23,15 +23,24 @@ std::filesystem::path Temp(const std::string& name) {
 }
 
 // Writes a GGUF with `keys` and one token_embd tensor of `vocab` rows; returns its reader.
+// `vectors`: more f32 tensors of that many elements each (named), zero-filled.
 Result<gguf::Reader> WriteKeys(const std::string& name, const std::function<void(gguf::Writer&)>& keys,
-                               int vocab = 32, int d_model = 64) {
+                               int vocab = 32, int d_model = 64,
+                               const std::vector<std::pair<std::string, int64_t>>& vectors = {}) {
   const auto path = Temp(name);
   DAISY_ASSIGN_OR_RETURN(gguf::Writer w, gguf::Writer::Create(path));
   keys(w);
   const int64_t ne[2] = {d_model, vocab};
   DAISY_RETURN_IF_ERROR(w.AddTensor("token_embd.weight", gguf::TensorType::kF32, ne));
+  for (const auto& [tensor, n] : vectors) {
+    const int64_t vne[1] = {n};
+    DAISY_RETURN_IF_ERROR(w.AddTensor(tensor, gguf::TensorType::kF32, vne));
+  }
   std::vector<uint8_t> zeros(static_cast<size_t>(vocab) * d_model * 4);
   DAISY_RETURN_IF_ERROR(w.WriteTensorData(zeros));
+  for (const auto& [tensor, n] : vectors) {
+    DAISY_RETURN_IF_ERROR(w.WriteTensorData(std::vector<uint8_t>(static_cast<size_t>(n) * 4)));
+  }
   DAISY_RETURN_IF_ERROR(w.Finish().status());
   auto r = gguf::Reader::Open(path);
   std::filesystem::remove(path);  // the mapping stays valid
@@ -264,6 +273,57 @@ TEST(ModelConfig, FamiliesReadTheirOwnKeys) {
   windowed.layers.clear();
   ASSERT_TRUE(windowed.Resolve().ok());
   EXPECT_FALSE(windowed.CheckFamilyKeys().ok());
+}
+
+TEST(ModelConfig, LongRopeFromPhi3Files) {
+  // Phi-3.5 mini: LongRoPE from 4,096 to 131,072 positions; the attention factor as its
+  // converter computes it, sqrt(1 + ln 32 / ln 4096).
+  ModelConfig phi = FindShape("phi-3.5-mini")->config;
+  ASSERT_TRUE(phi.Resolve().ok());
+  EXPECT_TRUE(phi.longrope);
+  EXPECT_NEAR(phi.rope_attn_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-6);
+  EXPECT_NEAR(phi.rope_attn_factor, 1.1902, 1e-4);  // the value in Phi-3.5-mini's GGUF
+  const std::vector<std::pair<std::string, int64_t>> factors = {{std::string(kRopeFactorsLong), 48},
+                                                               {std::string(kRopeFactorsShort), 48}};
+  auto write = [&](const std::string& name, const ModelConfig& c, const std::vector<std::pair<std::string, int64_t>>& v) {
+    return WriteKeys(name, [&](gguf::Writer& w) {
+      w.AddString("general.architecture", c.arch);
+      ASSERT_TRUE(c.WriteFamilyKeys(w).ok());
+    }, 32064, 64, v);
+  };
+  auto r = write("cfg-longrope", phi, factors);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->GetUint("phi3.rope.scaling.original_context_length").value(), 4096u);
+  auto c = ModelConfig::FromGguf(*r);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->longrope);  // from the tensors
+  EXPECT_EQ(c->rope_original_context, 4096);
+  EXPECT_EQ(c->rope_attn_factor, phi.rope_attn_factor);
+  EXPECT_FALSE(c->UsesLongRopeFactors(4096));
+  EXPECT_TRUE(c->UsesLongRopeFactors(4097));
+  // The description keeps both.
+  auto d = WriteKeys("cfg-longrope-desc", [&](gguf::Writer& w) { c->WriteDescription(w); }, 32064, 64, factors);
+  ASSERT_TRUE(d.ok());
+  auto dc = ModelConfig::FromGguf(*d);
+  ASSERT_TRUE(dc.ok()) << dc.status().ToString();
+  EXPECT_TRUE(dc->longrope);
+  EXPECT_EQ(dc->rope_original_context, 4096);
+  EXPECT_EQ(dc->rope_attn_factor, phi.rope_attn_factor);
+  // One set without the other, and the factors in a family llama.cpp reads none for.
+  auto half = write("cfg-longrope-half", phi, {factors[0]});
+  ASSERT_TRUE(half.ok());
+  auto hc = ModelConfig::FromGguf(*half);
+  ASSERT_FALSE(hc.ok());
+  EXPECT_NE(hc.status().message().find("rope_factors_long.weight without rope_factors_short.weight"), std::string::npos)
+      << hc.status().message();
+  ModelConfig qwen = FindShape("qwen2.5-0.5b")->config;
+  ASSERT_TRUE(qwen.Resolve().ok());
+  auto q = write("cfg-longrope-qwen", qwen, factors);
+  ASSERT_TRUE(q.ok());
+  auto qc = ModelConfig::FromGguf(*q);
+  ASSERT_FALSE(qc.ok());
+  EXPECT_EQ(qc.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(qc.status().message().find("for phi3 only"), std::string::npos) << qc.status().message();
 }
 
 TEST(ModelConfig, RefusesRopeScalingItCannotCompute) {

@@ -13,6 +13,7 @@
 #include "base/strings.h"
 #include "gguf/writer.h"
 #include "kernels/quant/formats.h"
+#include "model/tensors.h"
 
 namespace daisy::model {
 namespace {
@@ -109,6 +110,10 @@ std::vector<TensorPlan> PlanTensors(const GenerateOptions& o, const QuantMix& mi
   if (c.rope_scaling.enabled) {
     t.push_back({"rope_freqs.weight", TensorType::kF32, c.head_dim / 2, 1, true, {},
                  Llama3RopeFactors(c)});
+  }
+  if (c.longrope) {
+    t.push_back({std::string(kRopeFactorsLong), TensorType::kF32, c.head_dim / 2, 1, true, {}, LongRopeFactors(c, true)});
+    t.push_back({std::string(kRopeFactorsShort), TensorType::kF32, c.head_dim / 2, 1, true, {}, LongRopeFactors(c, false)});
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -212,6 +217,16 @@ std::vector<float> Llama3RopeFactors(const ModelConfig& c) {
                             (s.high_freq_factor - s.low_freq_factor);
       factors.push_back(static_cast<float>(1.0 / ((1 - smooth) / s.factor + smooth)));
     }
+  }
+  return factors;
+}
+
+std::vector<float> LongRopeFactors(const ModelConfig& c, bool long_set) {
+  const int n = c.head_dim / 2;
+  std::vector<float> factors;
+  for (int i = 0; i < n; ++i) {
+    const double t = n > 1 ? static_cast<double>(i) / (n - 1) : 0.0;
+    factors.push_back(static_cast<float>(long_set ? 1.0 + 39.0 * t * t * t : 1.0 + 1.5 * t * t));
   }
   return factors;
 }

@@ -56,5 +56,9 @@ void PadVocab(tokenizer::VocabData& vocab, int n);
 
 // Llama 3.1 rope frequency factors (rope_freqs.weight), head_dim / 2 values.
 std::vector<float> Llama3RopeFactors(const ModelConfig& config);
+// Synthetic LongRoPE factors (rope_factors_long/short.weight), head_dim / 2 values rising from 1
+// as Phi-3.5's do: the short set to 2.5, the long set to 40 (the real ones come from a search
+// over the trained model and cannot be derived).
+std::vector<float> LongRopeFactors(const ModelConfig& config, bool long_set);
 
 }  // namespace daisy::model

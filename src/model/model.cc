@@ -151,6 +151,10 @@ Status Model::Bind(const LoadOptions& options, int first, int last) {
   if (c.rope_scaling.enabled) {
     DAISY_ASSIGN_OR_RETURN(w.rope_freqs, Vector(std::string(kRopeFreqs), c.head_dim / 2));
   }
+  if (c.longrope) {
+    DAISY_ASSIGN_OR_RETURN(w.rope_long, Vector(std::string(kRopeFactorsLong), c.head_dim / 2));
+    DAISY_ASSIGN_OR_RETURN(w.rope_short, Vector(std::string(kRopeFactorsShort), c.head_dim / 2));
+  }
   w.layers.resize(c.n_layers);
   for (int l = first; l < last; ++l) {
     const std::string prefix = "blk." + std::to_string(l) + ".";

@@ -28,6 +28,8 @@ namespace daisy::model {
 struct Weights {
   kernels::WeightMatrix token_embd;    // [n_vocab, d_model]
   const float* rope_freqs = nullptr;   // [head_dim / 2] Llama 3.1 frequency factors, or null
+  const float* rope_long = nullptr;    // [head_dim / 2] Phi-3 LongRoPE factors, or null
+  const float* rope_short = nullptr;
   std::vector<LayerWeights> layers;    // n_layers entries; only the loaded range is bound
   const float* output_norm = nullptr;  // [d_model]
   kernels::WeightMatrix output;        // [n_vocab, d_model] (token_embd when tied)

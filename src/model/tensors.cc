@@ -88,7 +88,8 @@ std::span<const LayerTensor> LayerTensors(const ModelConfig& c) {
 }
 
 bool IsGlobalTensor(std::string_view name) {
-  return name == kTokenEmbd || name == kOutputNorm || name == kOutput || name == kRopeFreqs;
+  return name == kTokenEmbd || name == kOutputNorm || name == kOutput || name == kRopeFreqs ||
+         name == kRopeFactorsLong || name == kRopeFactorsShort;
 }
 
 Status CheckTensorNames(const gguf::Reader& reader, const ModelConfig& c) {

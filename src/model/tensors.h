@@ -64,6 +64,8 @@ inline constexpr std::string_view kTokenEmbd = "token_embd.weight";
 inline constexpr std::string_view kOutputNorm = "output_norm.weight";
 inline constexpr std::string_view kOutput = "output.weight";
 inline constexpr std::string_view kRopeFreqs = "rope_freqs.weight";
+inline constexpr std::string_view kRopeFactorsLong = "rope_factors_long.weight";   // Phi-3 LongRoPE
+inline constexpr std::string_view kRopeFactorsShort = "rope_factors_short.weight";
 bool IsGlobalTensor(std::string_view name);
 
 // Every tensor of a model file is one the recipe takes: Unimplemented naming the first that is

@@ -38,6 +38,7 @@ std::vector<uint8_t> EncodeConfigure(const Configure& c) {
   e.Put<int32_t>(c.max_rows);
   e.Put<int32_t>(c.max_seqs);
   e.Put<int32_t>(c.seq_capacity);
+  e.Put<int32_t>(c.rope_context);
   return std::move(e.bytes());
 }
 
@@ -50,13 +51,14 @@ Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c) {
   DAISY_RETURN_IF_ERROR(d.Get(c.max_rows));
   DAISY_RETURN_IF_ERROR(d.Get(c.max_seqs));
   DAISY_RETURN_IF_ERROR(d.Get(c.seq_capacity));
+  DAISY_RETURN_IF_ERROR(d.Get(c.rope_context));
   DAISY_RETURN_IF_ERROR(d.ExpectEnd());
   if (wire > static_cast<uint8_t>(WireType::kQ8_0)) return DataLoss("configure: unknown wire type %u", wire);
   c.wire = static_cast<WireType>(wire);
   if (c.max_rows < 1 || c.max_rows > 8192 || c.max_seqs < 1 || c.max_seqs > 4096 ||
-      c.seq_capacity < 1 || c.seq_capacity > (1 << 20)) {
-    return DataLoss("configure: limits out of range (rows %d, sequences %d, capacity %d)",
-                    c.max_rows, c.max_seqs, c.seq_capacity);
+      c.seq_capacity < 1 || c.seq_capacity > (1 << 20) || c.rope_context < 0 || c.rope_context > c.seq_capacity) {
+    return DataLoss("configure: limits out of range (rows %d, sequences %d, capacity %d, rope context %d)",
+                    c.max_rows, c.max_seqs, c.seq_capacity, c.rope_context);
   }
   return Status::Ok();
 }

@@ -23,6 +23,7 @@ struct Configure {
   int32_t max_rows = 256;
   int32_t max_seqs = 64;
   int32_t seq_capacity = 4096;
+  int32_t rope_context = 0;  // StageOptions::rope_context
 };
 std::vector<uint8_t> EncodeConfigure(const Configure& c);
 Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c);

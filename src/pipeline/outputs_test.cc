@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "pipeline/messages.h"
 #include "pipeline/outputs.h"
 #include "pipeline/protocol.h"
 #include "runtime/sampler.h"
@@ -194,6 +195,29 @@ TEST(Speculative, MalformedVerifyRequestsAreRefused) {
   big_bytes.insert(big_bytes.end(), rows.begin(), rows.end());
   const Status s2 = DecodeForward(big_bytes, tight, /*outputs=*/false, middle, a);
   EXPECT_NE(s2.message().find("bytes of output requests"), std::string::npos) << s2.message();
+}
+
+// ---- the configure message -------------------------------------------------------------
+
+TEST(ConfigureMessage, RoundTripsAndBoundsItsLimits) {
+  Configure c{.session = 77, .next_hop = "127.0.0.1:9001", .wire = WireType::kBF16, .max_rows = 32,
+              .max_seqs = 4, .seq_capacity = 300, .rope_context = 287};
+  Configure got;
+  ASSERT_TRUE(DecodeConfigure(EncodeConfigure(c), got).ok());
+  EXPECT_EQ(got.session, 77u);
+  EXPECT_EQ(got.next_hop, "127.0.0.1:9001");
+  EXPECT_EQ(got.wire, WireType::kBF16);
+  EXPECT_EQ(got.seq_capacity, 300);
+  EXPECT_EQ(got.rope_context, 287);  // LongRoPE's factor choice travels to every worker
+  // A RoPE context beyond the capacity, and a truncated message, are refused.
+  c.rope_context = 301;
+  const Status s = DecodeConfigure(EncodeConfigure(c), got);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("rope context 301"), std::string::npos) << s.message();
+  c.rope_context = 0;
+  std::vector<uint8_t> bytes = EncodeConfigure(c);
+  bytes.resize(bytes.size() - 2);
+  EXPECT_FALSE(DecodeConfigure(bytes, got).ok());
 }
 
 }  // namespace

@@ -75,6 +75,7 @@ Status RemoteChain::Build() {
     cfg.max_rows = o_.max_rows;
     cfg.max_seqs = o_.max_seqs;
     cfg.seq_capacity = o_.seq_capacity;
+    cfg.rope_context = o_.rope_context;
     DAISY_RETURN_IF_ERROR(conns[i]->Send(kConfigure, EncodeConfigure(cfg)));
     DAISY_ASSIGN_OR_RETURN(transport::Frame f, conns[i]->Receive(kMaxControlFrame, kConfigureTimeout));
     if (f.type == kError) {

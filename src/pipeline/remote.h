@@ -34,6 +34,7 @@ struct RemoteOptions {
   int max_rows = 256;
   int max_seqs = 64;
   int seq_capacity = 4096;
+  int rope_context = 0;  // StageOptions::rope_context
   transport::Millis connect_deadline{30000};  // keep retrying unreachable workers this long
   transport::Millis forward_timeout{300000};  // a forward's result, at most this after sending (0: no bound)
   transport::Millis peer_timeout{10000};      // a worker silent this long fails the ring (0: never)

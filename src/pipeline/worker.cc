@@ -339,7 +339,8 @@ void Worker::ComputeLoop() {
     if (t.kind == Task::kReset) {
       const runtime::StageOptions o = StageOptionsFor(
           shard_.info, {.max_batch_rows = t.config.max_rows, .seq_capacity = t.config.seq_capacity,
-                        .max_seqs = t.config.max_seqs, .kv_budget_bytes = options_.kv_budget_bytes});
+                        .max_seqs = t.config.max_seqs, .kv_budget_bytes = options_.kv_budget_bytes,
+                        .rope_context = t.config.rope_context});
       stage_.reset();
       stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
       held_ = 0;

@@ -62,6 +62,11 @@ Stage::Stage(const model::Model& model, const StageOptions& options,
     if (it == rope_bases_.end()) rope_bases_.push_back(base);
   }
   rope_.resize(rope_bases_.size() * n * config_.head_dim);
+  // Per-pair frequency factors: Llama 3.1's, or Phi-3's long or short set by the positions a
+  // sequence may hold here (every stage of a pipeline is configured with the same capacity).
+  rope_factors_ = config_.longrope ? (config_.UsesLongRopeFactors(options_.rope_context > 0 ? options_.rope_context : options_.seq_capacity) ? weights_.rope_long
+                                                                                           : weights_.rope_short)
+                                   : weights_.rope_freqs;
 }
 
 Status Stage::Validate(std::span<const BatchRow> rows, std::span<const float> hidden_in,
@@ -140,8 +145,8 @@ Status Stage::Forward(std::span<const BatchRow> rows, std::span<const float> hid
   pool_.ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
     for (size_t t = 0; t < rope_bases_.size(); ++t) {
       for (int64_t r = b; r < e; ++r) {
-        kernels::RopeAngles(rows[r].pos, hd, rope_bases_[t].theta, weights_.rope_freqs, rope_bases_[t].scale,
-                            RopeTable(t, r));
+        kernels::RopeAngles(rows[r].pos, hd, rope_bases_[t].theta, rope_factors_, rope_bases_[t].scale,
+                            config_.rope_attn_factor, RopeTable(t, r));
       }
     }
   });

@@ -32,6 +32,10 @@ struct StageOptions {
   int seq_capacity = 4096;  // KV positions per sequence
   int max_seqs = 64;
   size_t kv_budget_bytes = 0;
+  // The context the user asked for, when seq_capacity holds more (speculation's room for K
+  // drafted rows): what decides LongRoPE's factor set (0: seq_capacity). Every stage of a
+  // pipeline gets the same.
+  int rope_context = 0;
 };
 
 // One row of a batch: a token (or hidden state) of sequence `seq` at position `pos`.
@@ -105,6 +109,7 @@ class Stage {
     bool operator==(const RopeBase&) const = default;
   };
   std::vector<RopeBase> rope_bases_;   // the distinct RoPE bases (and scales) of the stage's layers
+  const float* rope_factors_ = nullptr;  // per-pair RoPE frequency factors, or null
   std::vector<size_t> rope_base_of_;   // per stage layer: its index in rope_bases_
 };
 

@@ -123,16 +123,19 @@ void RopeD(Vec& v, int n_heads, const model::ModelConfig& c, const model::LayerS
       const int x = h * hd + (c.rope_mode == kernels::RopeMode::kNorm ? 2 * i : i);
       const int y = h * hd + (c.rope_mode == kernels::RopeMode::kNorm ? 2 * i + 1 : i + hd / 2);
       const double x0 = v[x], x1 = v[y];
-      v[x] = x0 * std::cos(a) - x1 * std::sin(a);
-      v[y] = x0 * std::sin(a) + x1 * std::cos(a);
+      const double m = c.rope_attn_factor;  // cos and sin scaled (LongRoPE's attention factor)
+      v[x] = x0 * m * std::cos(a) - x1 * m * std::sin(a);
+      v[y] = x0 * m * std::sin(a) + x1 * m * std::cos(a);
     }
   }
 }
 
-// The logits after every prefix of `tokens`, as a model whose description is `m`'s computes them.
-std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32_t>& tokens) {
+// The logits after every prefix of `tokens`, as a model whose description is `m`'s computes them
+// in a context of `context` positions (which picks LongRoPE's factor set).
+std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32_t>& tokens, int context) {
   const model::ModelConfig& c = m.config();
   const model::Weights& w = m.weights();
+  const float* factors = !c.longrope ? w.rope_freqs : c.UsesLongRopeFactors(context) ? w.rope_long : w.rope_short;
   const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
   std::vector<std::vector<Vec>> keys(c.n_layers), values(c.n_layers);
   std::vector<Vec> logits;
@@ -168,8 +171,8 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
       add(v, L.bv);
       head_norms(q, c.n_heads, L.q_norm);
       head_norms(k, c.n_kv_heads, L.k_norm);
-      RopeD(q, c.n_heads, c, c.layers[l], w.rope_freqs, pos);
-      RopeD(k, c.n_kv_heads, c, c.layers[l], w.rope_freqs, pos);
+      RopeD(q, c.n_heads, c, c.layers[l], factors, pos);
+      RopeD(k, c.n_kv_heads, c, c.layers[l], factors, pos);
       const double score_scale = c.attn_q_scale != 0 ? c.attn_q_scale : 1 / std::sqrt(static_cast<double>(hd));
       keys[l].push_back(k);
       values[l].push_back(v);
@@ -230,15 +233,16 @@ std::vector<Vec> ReferenceForward(const model::Model& m, const std::vector<int32
 }
 
 // Every kernel table's logits against the reference forward, for the model at `path`.
-void ExpectMatchesTheReference(const std::filesystem::path& path, const std::string& what, double tolerance = 2e-3) {
+void ExpectMatchesTheReference(const std::filesystem::path& path, const std::string& what, double tolerance = 2e-3,
+                               int context = 64) {
   auto m = model::Model::Load(path);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const int vocab = (*m)->config().n_vocab;
   const std::vector<int32_t> tokens = RandomTokens(24, 5, vocab);
-  const std::vector<Vec> want = ReferenceForward(**m, tokens);
+  const std::vector<Vec> want = ReferenceForward(**m, tokens, context);
   for (const kernels::KernelTable* table : kernels::AllSupportedKernels()) {
     ThreadPool pool(2);
-    Stage stage(**m, StageOptions{.max_batch_rows = 8, .seq_capacity = 64}, *table, pool);
+    Stage stage(**m, StageOptions{.max_batch_rows = 8, .seq_capacity = context}, *table, pool);
     // Prefilled in chunks of 8: the window and the RoPE bases hold across chunks too.
     const auto got = RunSchedule(stage, {{0, tokens}}, {{{0, 8}}, {{0, 8}}, {{0, 8}}}).at(0);
     double worst = 0;
@@ -286,6 +290,12 @@ TEST(Stage, MatchesAReferenceForward) {
   const auto phi3 = daisy::testing::MakeModel({.arch = "phi3", .kv_heads = 2, .type = gguf::TensorType::kF32, .seed = 8},
                                               dir / "phi3.gguf");
   ExpectMatchesTheReference(phi3, "phi3 (fused q/k/v and gate/up, q scale)");
+  // Phi-3.5's LongRoPE from 32 positions: the short factors in a context of 32, the long ones
+  // in 64; both with the attention factor (1.55 here) on cos and sin.
+  const auto longrope = daisy::testing::MakeModel(
+      {.arch = "phi3", .kv_heads = 2, .longrope = 32, .type = gguf::TensorType::kF32, .seed = 9}, dir / "longrope.gguf");
+  ExpectMatchesTheReference(longrope, "phi3 LongRoPE, short factors", 2e-3, 32);
+  ExpectMatchesTheReference(longrope, "phi3 LongRoPE, long factors", 2e-3, 64);
   // Gemma 3: 7 layers (the sixth global), windows of 5 positions over 24 tokens, and a linear
   // RoPE scale on the global layer.
   const auto gemma = daisy::testing::WithDescription(
@@ -318,6 +328,29 @@ TEST(Stage, DescriptionFeaturesChangeTheResult) {
     const auto got = logits(daisy::testing::WithDescription(llama, dir / (name + ".gguf"), change));
     EXPECT_NE(std::memcmp(got.data(), base.data(), base.size() * sizeof(float)), 0) << name;
   }
+}
+
+TEST(Stage, LongRopeFactorSetFollowsTheContext) {
+  // The same tokens in a context of 32 (short factors) and of 33 (long): different logits, and
+  // the same as each other's set again at any larger or smaller capacity.
+  static daisy::testing::TempDir dir("stage-longrope");
+  const auto path = daisy::testing::MakeModel(
+      {.arch = "phi3", .kv_heads = 2, .longrope = 32, .type = gguf::TensorType::kF32, .seed = 9}, dir / "longrope.gguf");
+  auto m = model::Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const auto tokens = RandomTokens(12, 6, (*m)->config().n_vocab);
+  auto logits = [&](int capacity, int rope_context) {
+    ThreadPool pool(1);
+    Stage stage(**m, StageOptions{.max_batch_rows = 32, .seq_capacity = capacity, .rope_context = rope_context},
+                kernels::ScalarKernels(), pool);
+    return RunSchedule(stage, {{0, tokens}}, {{{0, 12}}}).at(0);
+  };
+  const auto short_set = logits(32, 0), long_set = logits(33, 0);
+  EXPECT_NE(std::memcmp(short_set.data(), long_set.data(), short_set.size() * sizeof(float)), 0);
+  ExpectBitEqual(logits(16, 0), short_set, "capacity 16");
+  ExpectBitEqual(logits(200, 0), long_set, "capacity 200");
+  // Room for speculation's rows beyond the context asked for does not change the set.
+  ExpectBitEqual(logits(45, 32), short_set, "capacity 45 for a context of 32");
 }
 
 struct Variant {

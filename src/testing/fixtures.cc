@@ -49,6 +49,7 @@ model::GenerateOptions Options(const ModelSpec& spec) {
     o.config.sliding_window = spec.sliding_window;
     model::ApplyArch(*arch, o.config);
   }
+  if (spec.longrope > 0) o.config.EnableLongRope(spec.longrope);
   o.attention_bias = spec.bias;
   o.type = spec.type;
   o.seed = spec.seed;

@@ -35,6 +35,7 @@ struct ModelSpec {
   int kv_heads = 0;  // 0: the shape's
   bool tied = false;
   bool bias = false;  // attention biases
+  int longrope = 0;   // Phi-3 LongRoPE from this original context (0: none)
   gguf::TensorType type = gguf::TensorType::kQ8_0;
   uint64_t seed = 1;
   // For target/draft pairs (model/generator.h): residual scaling as for this many layers.

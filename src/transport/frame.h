@@ -18,7 +18,9 @@
 namespace daisy::transport {
 
 inline constexpr uint32_t kMagic = 0x31595344;  // "DSY1"
-inline constexpr uint16_t kProtocolVersion = 2;  // 2: forwards carry the output requests as one section; ping/pong
+// 2: forwards carry the output requests as one section; ping/pong. 3: configure carries the
+// RoPE context (LongRoPE's factor choice).
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kHeaderBytes = 12;
 
 struct Frame {

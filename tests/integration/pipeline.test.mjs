@@ -70,6 +70,9 @@ const FAMILIES = {
   qwen2: ["--arch", "qwen2", "--type", "q8_0"],
   qwen3: ["--arch", "qwen3", "--head-dim", "64", "--type", "q4_k_m"],
   phi3: ["--arch", "phi3", "--type", "q4_k_m"],
+  // LongRoPE from 30 positions: the prompts' contexts (prompt + 24) are 29, 37 and 25, so both
+  // factor sets run, and speculation's extra KV room (K + 1 positions) must not switch the set.
+  "phi3-longrope": ["--arch", "phi3", "--longrope", "30", "--type", "q4_k_m"],
   // 7 layers (the sixth global) over windows of 6 positions: prompts and outputs run past them.
   gemma3: ["--arch", "gemma3", "--sliding-window", "6", "--tied", "on", "--type", "q6_k"],
 };

@@ -67,9 +67,9 @@ for (const mix of ["q4_1", "q5_0", "q5_1", "iq4_nl"]) {
 }
 
 
-async function llamaScores(file, tokens, kvType, topK) {
+async function llamaScores(file, tokens, kvType, topK, contextSize) {
   const model = await llama.loadModel({modelPath: file});
-  const ctx = await model.createContext({contextSize: Math.max(64, tokens.length + 8), threads: 2,
+  const ctx = await model.createContext({contextSize: contextSize ?? Math.max(64, tokens.length + 8), threads: 2,
                                          experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType});
   const seq = ctx.getSequence();
   const it = seq.evaluateWithMetadata([tokens[0]], {probabilities: true}, {temperature: 0, yieldEogToken: true});
@@ -125,6 +125,19 @@ for (const fam of families) {
                     gen: ["--shape", "small", "--arch", arch, ...gen]});
     }
   });
+  // Phi-3.5's LongRoPE (long and short factor sets, cos/sin scaled by the attention factor):
+  // llama.cpp picks the long set when the context exceeds the original (512 here), so the same
+  // file is judged at a context of 256 (short) and of 1024 (long). The synthetic factors differ
+  // most in the middle of the spectrum, where 40 positions turn the angles apart by ~0.2 rad: a
+  // wrong choice fails the f32 bounds (checked by hand: daisy at 1024 against llama.cpp at 256
+  // measured max 1.9 and 3.4 over the two, 4 and 9 top-1 flips).
+  if (fam === "phi3") {
+    for (const ctx of [256, 1024]) {
+      configs.push({name: `phi3-longrope-ctx${ctx}-f32`, type: "f32", ctx,
+                    gen: ["--shape", "phi-3.5-mini", "--d-model", "256", "--heads", "8", "--kv-heads", "4", "--layers", "3",
+                          "--context", "2048", "--longrope", "512", "--tokenizer", tokenizerJson("llama2")]});
+    }
+  }
 }
 // --mixes a,b: llama-quantize file types (gen-model --type) on shapes whose rows their 256-element
 // super-blocks divide, instead of the plain types below.
@@ -149,6 +162,8 @@ if (!mixes.length && !families.length) configs.push({name: "scalar-gqa4-q4_0", t
 if (!mixes.length && !families.length) configs.push({name: "scalar-gqa4-f16", type: "f16", kernels: "scalar", gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]});
 if (!mixes.length && !families.length) configs.push({name: "llama3-vocab-q4_0", type: "q4_0", gen: ["--shape", "small", "--layers", "2", "--rope-scaling", "on", "--tokenizer", tokenizerJson("llama3")]});
 
+// --only SUBSTRING: the configurations whose name contains it (for a quick look at one).
+if (typeof args.only === "string") configs.splice(0, configs.length, ...configs.filter((c) => c.name.includes(args.only)));
 let passed = 0, failed = 0;
 const report = [];
 const fail = (msg) => { failed++; console.error(`FAIL: ${msg}`); };
@@ -162,10 +177,11 @@ for (const cfg of configs) {
   const tokens = Array.from({length: nTok}, () => Math.floor(rand() * Math.min(Number(vocab), 256)));
   const kernelFlags = cfg.kernels ? ["--kernels", cfg.kernels] : [];
   // --batch 16: the 40-token sequence is prefilled in three chunks.
-  const ours = JSON.parse(runDaisy(bin, ["score", "-m", file, "--ids", tokens.join(","), "--top", String(DAISY_TOP), "--batch", "16", ...kernelFlags, "--json"])).positions;
+  const ctxFlags = cfg.ctx ? ["--ctx", String(cfg.ctx)] : [];
+  const ours = JSON.parse(runDaisy(bin, ["score", "-m", file, "--ids", tokens.join(","), "--top", String(DAISY_TOP), "--batch", "16", ...kernelFlags, ...ctxFlags, "--json"])).positions;
   for (const kv of ["F32"]) {
     const tol = cfg.tol ?? TOL[cfg.type];
-    const theirs = await llamaScores(file, tokens, kv, 8);
+    const theirs = await llamaScores(file, tokens, kv, 8, cfg.ctx);
     let maxDiff = 0, sumDiff = 0, nDiff = 0, top1Checked = 0, top1Mismatch = 0, missing = 0;
     for (let i = 0; i < nTok; i++) {
       const mine = new Map(ours[i].top.map(([t, lp]) => [t, lp]));
@@ -198,8 +214,8 @@ for (const cfg of configs) {
   // Greedy generation, each of daisy's tokens judged by llama.cpp at the same point.
   const prompt = tokens.slice(0, 8);
   const n = 24;
-  const mine = JSON.parse(runDaisy(bin, ["run", "-m", file, "--ids", prompt.join(","), "-n", String(n), "--ignore-eos", ...kernelFlags, "--json"]).trim().split("\n").pop()).ids;
-  const judged = await llamaScores(file, [...prompt, ...mine], "F32", 32);
+  const mine = JSON.parse(runDaisy(bin, ["run", "-m", file, "--ids", prompt.join(","), "-n", String(n), "--ignore-eos", ...kernelFlags, ...ctxFlags, "--json"]).trim().split("\n").pop()).ids;
+  const judged = await llamaScores(file, [...prompt, ...mine], "F32", 32, cfg.ctx);
   let strict = 0, wrong = [];
   for (let i = 0; i < n; i++) {
     const ref = judged[prompt.length - 1 + i];  // the distribution of the token at prompt.length + i

@@ -12,13 +12,13 @@
 namespace daisy::kernels {
 
 void RopeAngles(int32_t pos, int head_dim, float theta_base, const float* factors, float freq_scale,
-                float* cs) {
+                float mscale, float* cs) {
   const float theta_scale = std::pow(theta_base, -2.0f / static_cast<float>(head_dim));
   float theta = static_cast<float>(pos);
   for (int i = 0; i < head_dim / 2; ++i) {
     const float t = freq_scale * (factors != nullptr ? theta / factors[i] : theta);
-    cs[2 * i] = std::cos(t);
-    cs[2 * i + 1] = std::sin(t);
+    cs[2 * i] = std::cos(t) * mscale;
+    cs[2 * i + 1] = std::sin(t) * mscale;
     theta *= theta_scale;
   }
 }
