@@ -21,6 +21,7 @@ Runner AddProxy(CLI::App& app);
 Runner AddServe(CLI::App& app);
 Runner AddQuantize(CLI::App& app);
 Runner AddPerplexity(CLI::App& app);
+Runner AddChatTemplate(CLI::App& app);
 
 // Long-running commands: block SIGINT/SIGTERM before starting threads, then wait for one.
 void BlockTermSignals();

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       daisy::apps::AddPerplexity);
   add("inspect", "Show a GGUF file's metadata and tensors", daisy::apps::AddInspect);
   add("tokenize", "Turn text into token ids with a model's tokenizer", daisy::apps::AddTokenize);
+  add("chat-template", "Render a conversation (JSON on stdin) with a model's chat template",
+      daisy::apps::AddChatTemplate);
   add("detokenize", "Turn token ids back into text", daisy::apps::AddDetokenize);
   add("run", "Generate text with a model on this machine", daisy::apps::AddRun);
   add("score", "Log-probabilities of every position of a token sequence (teacher forcing)",

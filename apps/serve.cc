@@ -31,6 +31,7 @@ struct ServeFlags : CoordinatorFlags {
   int micro_batches = 0;
   int queue = 64;
   int prefill_chunk = 64;
+  std::string chat_template;
   SpeculativeFlags spec;
 };
 
@@ -101,7 +102,9 @@ int Serve(const ServeFlags& f) {
   ho.api_key = api_key;
   ho.threads = std::min(256, f.max_seqs + f.queue + 8);
   ho.stages = stages;
-  auto server = serve::HttpServer::Start(ho, scheduler, tok, tok.vocab().chat_template);
+  auto chat = serve::ChatTemplate::ForModel(tok, f.chat_template);
+  if (!chat.ok() && !f.chat_template.empty()) return Fail(chat.status().message());
+  auto server = serve::HttpServer::Start(ho, scheduler, tok, std::move(chat));
   if (!server.ok()) return Fail(server.status().message());
   if (api_key.empty()) {
     DAISY_LOG_WARN("serve: no API key: anyone who can reach %s can use this server", f.http.c_str());
@@ -137,6 +140,8 @@ Runner AddServe(CLI::App& app) {
                  "File whose first line is the API key clients must send (Authorization: Bearer); "
                  "default: $DAISY_API_KEY, else none");
   app.add_option("--model-name", f->model_name, "The model id in the API (default: general.name)");
+  app.add_option("--chat-template", f->chat_template,
+                 "A Jinja chat template file to use instead of the model's tokenizer.chat_template");
   app.add_option("-c,--ctx", f->ctx, "KV positions per sequence (default: the model's, at most 4096)");
   app.add_option("--max-seqs", f->max_seqs, "Sequences generating at once (KV slots per stage)")
       ->capture_default_str();

@@ -56,6 +56,8 @@ class Value {
   static Value MakeObject();
   static Value MakeNamespace();
   static Value MakeFunction(Function f);
+  // An integer beyond int64 (JSON's up to 2^64 - 1): printed exactly, computed as a double.
+  static Value BigInt(uint64_t u);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -73,7 +75,7 @@ class Value {
 
   bool as_bool() const { return b_; }
   int64_t as_int() const { return kind_ == Kind::kBool ? (b_ ? 1 : 0) : i_; }
-  double as_double() const { return kind_ == Kind::kFloat ? d_ : static_cast<double>(as_int()); }
+  double as_double() const { return kind_ == Kind::kFloat || !s_.empty() ? d_ : static_cast<double>(as_int()); }
   const std::string& str() const { return s_; }
   const Array& array() const { return *array_; }
   Array& mutable_array() { return *array_; }

@@ -94,6 +94,9 @@ TEST(Jinja, TojsonAsTransformers) {
   EXPECT_EQ(Render("{{ d | tojson(indent=2) }}", {{"d", {{"a", {1, 2}}, {"e", nlohmann::ordered_json::array()}}}}),
             "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"e\": []\n}");
   EXPECT_EQ(Render("{{ d | tojson(sort_keys=true) }}", {{"d", {{"b", 1}, {"a", 1e-05}}}}), "{\"a\": 1e-05, \"b\": 1}");
+  // Integers past int64 (JSON allows them) stay exact, as Python's do.
+  EXPECT_EQ(Render("{{ d | tojson }} {{ d.n }}", {{"d", nlohmann::ordered_json::parse(R"({"n": 12345678901234567890})")}}),
+            "{\"n\": 12345678901234567890} 12345678901234567890");
 }
 
 TEST(Jinja, ErrorsNameTheConstructAndLine) {

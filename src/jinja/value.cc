@@ -45,6 +45,15 @@ Value Value::MakeFunction(Function f) {
   return v;
 }
 
+Value Value::BigInt(uint64_t u) {
+  Value v;
+  v.kind_ = Kind::kInt;
+  v.i_ = INT64_MAX;
+  v.d_ = static_cast<double>(u);
+  v.s_ = std::to_string(u);
+  return v;
+}
+
 bool Value::is_tuple() const { return kind_ == Kind::kArray && tuple_; }
 bool Value::is_namespace() const { return kind_ == Kind::kObject && object_->is_namespace; }
 
@@ -184,7 +193,7 @@ std::string Value::ToString() const {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
     case Kind::kBool: return b_ ? "True" : "False";
-    case Kind::kInt: return std::to_string(i_);
+    case Kind::kInt: return s_.empty() ? std::to_string(i_) : s_;
     case Kind::kFloat: return PythonFloat(d_);
     case Kind::kString: return s_;
     case Kind::kArray:
@@ -196,6 +205,7 @@ std::string Value::ToString() const {
 
 bool Value::Equals(const Value& o) const {
   if (is_number() && o.is_number()) {
+    if (is_int() && o.is_int() && (!s_.empty() || !o.s_.empty())) return s_ == o.s_ && i_ == o.i_;
     if (is_float() || o.is_float()) return as_double() == o.as_double();
     return as_int() == o.as_int();
   }
@@ -233,7 +243,7 @@ Value FromJson(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
+      if (u > static_cast<uint64_t>(INT64_MAX)) return Value::BigInt(u);
       return Value(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
@@ -286,7 +296,7 @@ Status JsonValue(const Value& v, int indent, bool sort_keys, int depth, std::str
   switch (v.kind()) {
     case Value::Kind::kNone: out += "null"; return Status::Ok();
     case Value::Kind::kBool: out += v.as_bool() ? "true" : "false"; return Status::Ok();
-    case Value::Kind::kInt: out += std::to_string(v.as_int()); return Status::Ok();
+    case Value::Kind::kInt: out += v.ToString(); return Status::Ok();
     case Value::Kind::kFloat: {
       const double d = v.as_double();
       out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : PythonFloat(d);

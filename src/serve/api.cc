@@ -57,48 +57,140 @@ Refusal Bool(const json& body, const char* key, bool& out) {
   return std::nullopt;
 }
 
-// A message's content: a string, or text parts [{"type": "text", "text": ...}].
-Refusal Text(const json& v, const std::string& param, std::string& out) {
-  if (v.is_string()) {
-    out = v.get<std::string>();
+using ojson = nlohmann::ordered_json;
+
+// A message's content for the template: a string as it is, text parts
+// [{"type": "text", "text": ...}] joined into one string (daisy serves text only; some templates
+// take only strings), null kept (an assistant turn that only calls tools).
+Refusal Content(const ojson& v, const std::string& param, ojson& out) {
+  if (v.is_string() || v.is_null()) {
+    out = v;
     return std::nullopt;
   }
-  if (!v.is_array()) return Invalid(param, "'" + param + "' must be a string");
-  out.clear();
-  for (const json& part : v) {
+  if (!v.is_array()) return Invalid(param, "'" + param + "' must be a string, null or an array of text parts");
+  std::string text;
+  for (const ojson& part : v) {
     if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
         !part["text"].is_string()) {
       return Invalid(param, "'" + param + "' parts must be {\"type\": \"text\", \"text\": string}; daisy serves text only");
     }
-    out += part["text"].get<std::string>();
+    text += part["text"].get<std::string>();
   }
+  out = text;
   return std::nullopt;
 }
 
-Refusal ChatPrompt(const json& body, const ApiContext& ctx, std::vector<int32_t>& prompt) {
-  if (!ctx.chat->ok()) return ApiError{400, ctx.chat->status().message(), "invalid_request_error", "messages", "unsupported_chat_template"};
+// The messages as the template takes them: roles checked, content flattened, tool calls'
+// arguments parsed from the JSON strings OpenAI clients send into the objects templates
+// expect (`objects`; else left as strings).
+Refusal Messages(const ojson& body, bool objects, ojson& out) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return Invalid("messages", "'messages' must be a non-empty array");
   }
   if (body["messages"].size() > kMaxMessages) return Invalid("messages", "too many messages");
-  std::vector<ChatMessage> messages;
+  out = ojson::array();
   for (size_t i = 0; i < body["messages"].size(); ++i) {
-    const json& m = body["messages"][i];
+    const ojson& m = body["messages"][i];
     const std::string where = StrFormat("messages[%zu]", i);
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return Invalid(where, "'" + where + "' must be an object with a string 'role'");
     }
+    ojson msg = m;
     std::string role = m["role"].get<std::string>();
-    if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant") {
-      return Invalid(where + ".role", "'" + where + ".role' is '" + role + "'; daisy takes system, user and assistant messages");
+    if (role == "developer") msg["role"] = role = "system";
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return Invalid(where + ".role", "'" + where + ".role' is '" + EscapeForMessage(role) +
+                                          "'; daisy takes system, developer, user, assistant and tool messages");
     }
-    if (!m.contains("content")) return Invalid(where + ".content", "'" + where + ".content' is missing");
-    std::string text;
-    if (Refusal r = Text(m["content"], where + ".content", text)) return r;
-    messages.push_back({role, std::move(text)});
+    const bool calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
+    if (!m.contains("content") && !calls) return Invalid(where + ".content", "'" + where + ".content' is missing");
+    ojson content = nullptr;
+    if (m.contains("content")) {
+      if (Refusal r = Content(m["content"], where + ".content", content)) return r;
+    }
+    msg["content"] = content;
+    if (calls) {
+      if (!m["tool_calls"].is_array()) return Invalid(where + ".tool_calls", "'" + where + ".tool_calls' must be an array");
+      for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
+        const ojson& c = m["tool_calls"][k];
+        const std::string cw = StrFormat("%s.tool_calls[%zu]", where.c_str(), k);
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
+            !c["function"]["name"].is_string()) {
+          return Invalid(cw, "'" + cw + "' must be {\"type\": \"function\", \"function\": {\"name\": string, \"arguments\": ...}}");
+        }
+        ojson& call = msg["tool_calls"][k];
+        if (!call.contains("type")) call["type"] = "function";
+        ojson& args = call["function"]["arguments"];
+        if (args.is_null()) args = objects ? ojson::object() : ojson("{}");
+        if (objects && args.is_string()) {
+          ojson parsed = ojson::parse(args.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+          if (parsed.is_discarded()) return Invalid(cw + ".function.arguments", "'" + cw + ".function.arguments' is not valid JSON");
+          args = std::move(parsed);
+        } else if (!objects && !args.is_string()) {
+          args = args.dump();
+        }
+      }
+    }
+    out.push_back(std::move(msg));
   }
-  prompt = ctx.tokenizer->Encode(RenderChat(**ctx.chat, messages), /*parse_special=*/true, /*add_bos=*/true);
+  return std::nullopt;
+}
+
+// The template's input: messages, tools (unless tool_choice is "none"), the generation prompt,
+// and chat_template_kwargs (llama-server's and vLLM's extension: enable_thinking, ...).
+Refusal TemplateInput(const ojson& body, bool object_arguments, ojson& input) {
+  input = ojson::object();
+  ojson messages;
+  if (Refusal r = Messages(body, object_arguments, messages)) return r;
+  input["messages"] = std::move(messages);
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    if (!body["tools"].is_array()) return Invalid("tools", "'tools' must be an array");
+    const bool none = body.contains("tool_choice") && body["tool_choice"] == "none";
+    if (!body["tools"].empty() && !none) input["tools"] = body["tools"];
+  }
+  input["add_generation_prompt"] = true;
+  if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
+    if (!body["chat_template_kwargs"].is_object()) {
+      return Invalid("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    }
+    for (auto it = body["chat_template_kwargs"].begin(); it != body["chat_template_kwargs"].end(); ++it) {
+      input[it.key()] = it.value();
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> RenderChatPrompt(const ojson& body, const ApiContext& ctx, std::string& text) {
+  if (!ctx.chat->ok()) return ApiError{400, ctx.chat->status().message(), "invalid_request_error", "messages", "unsupported_chat_template"};
+  // Tool-call arguments as objects (what transformers' templates take), else as the strings a
+  // template may concatenate (DeepSeek's): the first that renders.
+  Status first = Status::Ok();
+  for (const bool objects : {true, false}) {
+    ojson input;
+    if (Refusal r = TemplateInput(body, objects, input)) return r;
+    Result<std::string> out = (*ctx.chat)->Apply(input);
+    if (out.ok()) {
+      text = std::move(*out);
+      return std::nullopt;
+    }
+    if (first.ok()) first = out.status();
+  }
+  return ApiError{400, first.message(), "invalid_request_error", "messages", "chat_template_error"};
+}
+
+namespace {
+
+Refusal ChatPrompt(const json&, const ojson& obody, const ApiContext& ctx, std::vector<int32_t>& prompt) {
+  std::string text;
+  if (Refusal r = RenderChatPrompt(obody, ctx, text)) return r;
+  // The template writes BOS itself; the tokenizer adds one too when the model asks for it:
+  // keep one (as llama-server does).
+  const std::string& bos = (*ctx.chat)->bos();
+  const bool adds_bos = ctx.tokenizer->add_bos() && ctx.tokenizer->bos_id() >= 0;
+  if (adds_bos && !bos.empty() && text.compare(0, bos.size(), bos) == 0) text.erase(0, bos.size());
+  prompt = ctx.tokenizer->Encode(text, /*parse_special=*/true, /*add_bos=*/true);
   return std::nullopt;
 }
 
@@ -220,7 +312,12 @@ std::optional<ApiError> ParseCompletion(std::string_view text, bool chat, const 
     }
   }
   std::vector<int32_t>& prompt = out.params.prompt;
-  if (Refusal r = chat ? ChatPrompt(body, ctx, prompt) : TextPrompt(body, ctx, prompt)) return r;
+  if (chat) {
+    const ojson obody = ojson::parse(text, nullptr, /*allow_exceptions=*/false);  // keys in the client's order
+    if (Refusal r = ChatPrompt(body, obody, ctx, prompt)) return r;
+  } else if (Refusal r = TextPrompt(body, ctx, prompt)) {
+    return r;
+  }
   if (prompt.empty()) return Invalid(chat ? "messages" : "prompt", "the prompt is empty");
   const int prompt_len = static_cast<int>(prompt.size());
   if (prompt_len >= ctx.capacity) {

@@ -48,7 +48,7 @@ struct CompletionRequest {
 // What validation needs to know of the server.
 struct ApiContext {
   const tokenizer::Tokenizer* tokenizer = nullptr;
-  const Result<ChatFormat>* chat = nullptr;  // the model's chat template, or why it is refused
+  const Result<ChatTemplate>* chat = nullptr;  // the model's chat template, or why it is refused
   std::string model_name;
   int capacity = 0;     // KV positions per sequence: prompt + max_tokens must fit
   int spec_k_max = 0;   // the server's --spec-k-max (speculative_k's bound)
@@ -57,6 +57,10 @@ struct ApiContext {
 inline constexpr int kMaxStops = 4;
 inline constexpr size_t kMaxStopBytes = 256;
 inline constexpr size_t kMaxMessages = 4096;
+
+// The chat prompt text of a /v1/chat/completions-shaped request (messages, tools,
+// tool_choice, chat_template_kwargs) through the model's template: also POST /apply-template.
+std::optional<ApiError> RenderChatPrompt(const nlohmann::ordered_json& body, const ApiContext& ctx, std::string& text);
 
 // Parses `body` (the raw request body) for /v1/chat/completions (`chat`) or /v1/completions:
 // fills `out`, or returns the error to answer with.

@@ -13,7 +13,7 @@ namespace {
 
 struct Fixture {
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::Create(tokenizer::BuiltinByteVocab()).value();
-  Result<ChatFormat> chat = DetectChatFormat(tokenizer::BuiltinByteVocab().chat_template);
+  Result<ChatTemplate> chat = ChatTemplate::Create(tokenizer::BuiltinByteVocab().chat_template, "<|begin_of_text|>", "<|eot_id|>");
   ApiContext ctx{&tok, &chat, "tiny", 64, 8};
 };
 
@@ -81,7 +81,9 @@ TEST(Api, RefusesWhatItCannotServeWithTheParameterNamed) {
       {R"({"prompt": ")" + std::string(80, 'a') + R"("})", false, 400, "prompt", "context_length_exceeded", "this server's context is 64 tokens"},
       {R"({"messages": []})", true, 400, "messages", "", "'messages' must be a non-empty array"},
       {R"({"messages": [{"content": "x"}]})", true, 400, "messages[0]", "", "must be an object with a string 'role'"},
-      {R"({"messages": [{"role": "tool", "content": "x"}]})", true, 400, "messages[0].role", "", "daisy takes system, user and assistant"},
+      {R"({"messages": [{"role": "function", "content": "x"}]})", true, 400, "messages[0].role", "", "daisy takes system, developer, user, assistant and tool"},
+      {R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"function": {"name": "f", "arguments": "{bad"}}]}]})", true, 400, "messages[0].tool_calls[0].function.arguments", "", "is not valid JSON"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]})", true, 400, "chat_template_kwargs", "", "must be an object"},
       {R"({"messages": [{"role": "user"}]})", true, 400, "messages[0].content", "", "is missing"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", true, 400, "messages[0].content", "", "daisy serves text only"},
   };
@@ -97,7 +99,7 @@ TEST(Api, RefusesWhatItCannotServeWithTheParameterNamed) {
 
 TEST(Api, ChatWithATemplateDaisyCannotRenderIsRefusedForChatOnly) {
   Fixture f;
-  f.chat = DetectChatFormat("{{ something daisy does not know }}");
+  f.chat = ChatTemplate::Create("{{ x | something_daisy_does_not_know }}", "", "");
   ASSERT_FALSE(f.chat.ok());
   CompletionRequest r;
   auto e = ParseCompletion(R"({"messages": [{"role": "user", "content": "x"}]})", true, f.ctx, r);

@@ -1,30 +1,40 @@
-// Chat templates: turning OpenAI-style messages into the prompt text a model was trained on.
-// daisy does not run Jinja. It recognises the template families it can render exactly and
-// refuses every other template with a message, rather than guess and silently misformat:
-//   Llama 3: <|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|> per
-//   message, then <|start_header_id|>assistant<|end_header_id|>\n\n (BOS comes from the
-//   tokenizer). Templates that add their own text (Llama 3.1's "Cutting Knowledge Date"
-//   preamble, tool calls) are not this family and are refused.
+// Chat templates: turning OpenAI-style messages into the prompt text a model was trained on,
+// by rendering the model's own Jinja template (tokenizer.chat_template, or a --chat-template
+// file) with daisy's Jinja engine (jinja/jinja.h) as Hugging Face transformers renders it.
 #pragma once
 
 #include <string>
-#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "jinja/jinja.h"
+#include "tokenizer/tokenizer.h"
 
 namespace daisy::serve {
 
-struct ChatMessage {
-  std::string role;  // system, user or assistant
-  std::string content;
+class ChatTemplate {
+ public:
+  // `source`: the template text; `bos`, `eos`: the texts of the model's BOS and EOS tokens (""
+  // when it has none). Errors: no template, or one daisy cannot parse (naming the construct).
+  static Result<ChatTemplate> Create(const std::string& source, std::string bos, std::string eos);
+  // The model's template (or `file`'s, --chat-template, when not empty) with the tokenizer's
+  // BOS and EOS texts.
+  static Result<ChatTemplate> ForModel(const tokenizer::Tokenizer& tokenizer, const std::string& file);
+
+  // Renders `input`: an object with `messages`, optional `tools`, `add_generation_prompt`
+  // (default true) and any template kwargs (enable_thinking, date_string, ...; bos_token and
+  // eos_token override the model's). Messages are passed as given (transformers'
+  // apply_chat_template).
+  Result<std::string> Apply(const nlohmann::ordered_json& input) const;
+
+  const std::string& bos() const { return bos_; }
+  const std::string& eos() const { return eos_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  jinja::Template template_;
+  std::string source_, bos_, eos_;
 };
-
-enum class ChatFormat { kLlama3 };
-
-// From the GGUF's tokenizer.chat_template. Errors say why the template is not renderable.
-Result<ChatFormat> DetectChatFormat(const std::string& chat_template);
-
-// The prompt text, ending with the assistant's header (add_generation_prompt), without BOS.
-std::string RenderChat(ChatFormat format, const std::vector<ChatMessage>& messages);
 
 }  // namespace daisy::serve

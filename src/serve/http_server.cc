@@ -39,9 +39,10 @@ void HttpServer::Stop() {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions options, coord::Scheduler& scheduler,
                                                       const tokenizer::Tokenizer& tokenizer,
-                                                      const std::string& chat_template) {
+                                                      Result<ChatTemplate> chat) {
   std::unique_ptr<HttpServer> s(new HttpServer(std::move(options), scheduler, tokenizer));
-  s->chat_ = DetectChatFormat(chat_template);
+  s->chat_ = std::move(chat);
+  if (!s->chat_.ok()) DAISY_LOG_WARN("chat requests will be refused: %s", s->chat_.status().message().c_str());
   s->counters_ = std::make_shared<HttpCounters>();
   s->server_ = std::make_unique<httplib::Server>();
   const int threads = std::max(4, s->o_.threads);
@@ -98,8 +99,8 @@ void HttpServer::Routes() {
     if (res.status == 404) {
       ++counters->not_found;
       Reply(res, {404, "no such endpoint: " + req.method + " " + req.path +
-                           " (daisy serves POST /v1/completions, POST /v1/chat/completions, GET "
-                           "/v1/models, GET /health, GET /metrics)", "invalid_request_error", "", "not_found"});
+                           " (daisy serves POST /v1/completions, POST /v1/chat/completions, POST "
+                           "/apply-template, GET /v1/models, GET /health, GET /metrics)", "invalid_request_error", "", "not_found"});
     } else if (res.status == 413) {
       ++counters->bad_requests;
       Reply(res, {413, "the request body is too large", "invalid_request_error", "", "payload_too_large"});
@@ -122,6 +123,17 @@ void HttpServer::Routes() {
   });
   srv.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, false); });
   srv.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, true); });
+  // llama-server's endpoint: the prompt text a chat request would be fed, {"prompt": ...}.
+  srv.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object()) return Refuse(res, Invalid("", "the request body must be a JSON object"));
+    const ApiContext ctx{&tokenizer_, &chat_, o_.model_name, scheduler_.options().seq_capacity,
+                         scheduler_.options().spec_k_max};
+    std::string prompt;
+    if (std::optional<ApiError> refused = RenderChatPrompt(body, ctx, prompt)) return Refuse(res, *refused);
+    res.set_content(Dump({{"prompt", prompt}}), "application/json");
+  });
 }
 
 void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, bool chat) {

@@ -37,12 +37,11 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  // Binds and starts serving on a background thread. `chat_template` is the model's
-  // tokenizer.chat_template (chat requests are refused with a clear error when daisy cannot
-  // render it).
+  // Binds and starts serving on a background thread. `chat` is the model's chat template, or
+  // why there is none (chat requests are then refused with that reason).
   static Result<std::unique_ptr<HttpServer>> Start(HttpOptions options, coord::Scheduler& scheduler,
                                                    const tokenizer::Tokenizer& tokenizer,
-                                                   const std::string& chat_template);
+                                                   Result<ChatTemplate> chat);
   ~HttpServer();
   uint16_t port() const { return port_; }
   void Stop();
@@ -59,7 +58,7 @@ class HttpServer {
   HttpOptions o_;
   coord::Scheduler& scheduler_;
   const tokenizer::Tokenizer& tokenizer_;
-  Result<ChatFormat> chat_ = Unimplemented("no chat template");
+  Result<ChatTemplate> chat_ = Unimplemented("no chat template");
   std::unique_ptr<httplib::Server> server_;
   std::shared_ptr<HttpCounters> counters_;  // shared with in-flight streams
   std::thread thread_;
