@@ -182,9 +182,41 @@ std::optional<ApiError> RenderChatPrompt(const ojson& body, const ApiContext& ct
 
 namespace {
 
-Refusal ChatPrompt(const json&, const ojson& obody, const ApiContext& ctx, std::vector<int32_t>& prompt) {
+// tool_choice: "auto" and "none"; forcing a call ("required", a named function) needs
+// constrained decoding, which daisy does not have yet.
+Refusal ToolChoice(const ojson& body, bool& tools_active) {
+  tools_active = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
+  if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return std::nullopt;
+  const ojson& c = body["tool_choice"];
+  if (c == "none") {
+    tools_active = false;
+    return std::nullopt;
+  }
+  if (c == "auto") return std::nullopt;
+  if (c == "required" || (c.is_object() && c.contains("function"))) {
+    return ApiError{400, "tool_choice " + (c.is_string() ? "'required'" : std::string("naming a function")) +
+                             " is not supported yet (it needs constrained decoding); use \"auto\"",
+                    "invalid_request_error", "tool_choice", "unsupported_tool_choice"};
+  }
+  return Invalid("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+}
+
+Refusal ChatPrompt(const json&, const ojson& obody, const ApiContext& ctx, CompletionRequest& out) {
+  std::vector<int32_t>& prompt = out.params.prompt;
+  bool tools_active = false;
+  if (Refusal r = ToolChoice(obody, tools_active)) return r;
+  std::string reasoning_format = "auto";
+  if (obody.contains("reasoning_format") && !obody["reasoning_format"].is_null()) {
+    if (!obody["reasoning_format"].is_string()) return Invalid("reasoning_format", "'reasoning_format' must be a string");
+    reasoning_format = obody["reasoning_format"].get<std::string>();
+    if (reasoning_format != "none" && reasoning_format != "auto" && reasoning_format != "deepseek") {
+      return Invalid("reasoning_format", "'reasoning_format' must be \"auto\", \"deepseek\" or \"none\"");
+    }
+  }
   std::string text;
   if (Refusal r = RenderChatPrompt(obody, ctx, text)) return r;
+  out.output = DetectChatOutput((*ctx.chat)->source(), text, tools_active, reasoning_format);
+  out.preserved_tokens = PreservedTokens(out.output, *ctx.tokenizer);
   // The template writes BOS itself; the tokenizer adds one too when the model asks for it:
   // keep one (as llama-server does).
   const std::string& bos = (*ctx.chat)->bos();
@@ -314,7 +346,7 @@ std::optional<ApiError> ParseCompletion(std::string_view text, bool chat, const 
   std::vector<int32_t>& prompt = out.params.prompt;
   if (chat) {
     const ojson obody = ojson::parse(text, nullptr, /*allow_exceptions=*/false);  // keys in the client's order
-    if (Refusal r = ChatPrompt(body, obody, ctx, prompt)) return r;
+    if (Refusal r = ChatPrompt(body, obody, ctx, out)) return r;
   } else if (Refusal r = TextPrompt(body, ctx, prompt)) {
     return r;
   }

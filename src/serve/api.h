@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "coord/scheduler.h"
 #include "serve/chat.h"
+#include "serve/chat_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace daisy::serve {
@@ -43,6 +44,10 @@ struct CompletionRequest {
   bool continuous_usage = false;  // vLLM's extension: usage on every chunk, one chunk per update
   coord::RequestParams params;
   std::vector<std::string> stops;
+  // Chat: what to look for in the output (reasoning, tool calls) and the special tokens that
+  // must come out as text for it.
+  ChatOutputFormat output;
+  std::vector<int32_t> preserved_tokens;
 };
 
 // What validation needs to know of the server.

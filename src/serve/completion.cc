@@ -1,18 +1,28 @@
 #include "serve/completion.h"
 
+#include <algorithm>
+
+#include "base/strings.h"
+
 namespace daisy::serve {
 
 using coord::Finish;
 using coord::Request;
 using json = nlohmann::json;
 
-StopText::StopText(const tokenizer::Tokenizer& t, std::vector<std::string> stops)
-    : decoder_(t, false), stops_(std::move(stops)) {}
+StopText::StopText(const tokenizer::Tokenizer& t, std::vector<std::string> stops, std::vector<int32_t> preserved)
+    : tokenizer_(t), decoder_(t, false), preserved_(std::move(preserved)), stops_(std::move(stops)) {}
 
 std::string StopText::Add(const std::vector<int32_t>& tokens, bool end) {
   have_ += tokens.size();
   if (stopped_) return "";
-  for (int32_t t : tokens) text_ += decoder_.Push(t);
+  for (int32_t t : tokens) {
+    if (std::find(preserved_.begin(), preserved_.end(), t) != preserved_.end()) {
+      text_ += decoder_.Flush() + tokenizer_.Piece(t);
+    } else {
+      text_ += decoder_.Push(t);
+    }
+  }
   if (end) text_ += decoder_.Flush();
   size_t cut = std::string::npos;
   size_t longest = 0;
@@ -46,7 +56,8 @@ std::string StopText::Add(const std::vector<int32_t>& tokens, bool end) {
 
 Completion::Completion(std::shared_ptr<Request> req, const tokenizer::Tokenizer& t, const CompletionRequest& parsed,
                        std::string model, std::string id, long long created)
-    : req_(std::move(req)), text_(t, parsed.stops), chat_(parsed.chat), include_usage_(parsed.include_usage),
+    : req_(std::move(req)), text_(t, parsed.stops, parsed.preserved_tokens), output_(parsed.output),
+      chat_(parsed.chat), include_usage_(parsed.include_usage),
       continuous_usage_(parsed.continuous_usage), prompt_tokens_(static_cast<int>(parsed.params.prompt.size())),
       model_(std::move(model)), id_(std::move(id)), created_(created) {}
 
@@ -70,7 +81,48 @@ json Completion::Usage() const {
   return u;
 }
 
+json Completion::ToolCallJson(const ToolCall& c, size_t index, bool with_index) const {
+  json j = {{"id", StrFormat("call_%s_%zu", id_.c_str() + std::min<size_t>(id_.size(), id_.find('-') + 1), index)},
+            {"type", "function"},
+            {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+  if (with_index) j["index"] = index;
+  return j;
+}
+
+json Completion::Message(const ChatOutput& o) const {
+  json m = {{"role", "assistant"}, {"content", o.content.empty() && !o.calls.empty() ? json(nullptr) : json(o.content)}};
+  if (!o.reasoning.empty()) m["reasoning_content"] = o.reasoning;
+  if (!o.calls.empty()) {
+    json calls = json::array();
+    for (size_t i = 0; i < o.calls.size(); ++i) calls.push_back(ToolCallJson(o.calls[i], i, false));
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
+json Completion::StructuredDelta(bool final) {
+  const ChatOutput o = ParseChatOutput(output_, std::string(text_.sent()), final);
+  json delta = json::object();
+  // What a parse returns only grows (chat_output.h); guard anyway against sending twice.
+  if (o.reasoning.size() > sent_reasoning_) {
+    delta["reasoning_content"] = o.reasoning.substr(sent_reasoning_);
+    sent_reasoning_ = o.reasoning.size();
+  }
+  if (o.content.size() > sent_content_) {
+    delta["content"] = o.content.substr(sent_content_);
+    sent_content_ = o.content.size();
+  }
+  if (o.calls.size() > sent_calls_) {
+    json calls = json::array();
+    for (size_t i = sent_calls_; i < o.calls.size(); ++i) calls.push_back(ToolCallJson(o.calls[i], i, true));
+    delta["tool_calls"] = std::move(calls);
+    sent_calls_ = o.calls.size();
+  }
+  return delta.empty() ? json(nullptr) : delta;
+}
+
 json Completion::FinishReason(const Request::Update& u) const {
+  if (sent_calls_ > 0 && (text_.stopped() || u.finish == Finish::kStop)) return "tool_calls";
   if (text_.stopped() || u.finish == Finish::kStop) return "stop";
   if (u.finish == Finish::kLength) return "length";
   return nullptr;
@@ -103,7 +155,12 @@ std::optional<ApiError> Completion::Once(json& body) {
   if (u.finish == Finish::kError) return FromStatus(u.error.ok() ? Internal("failed") : u.error);
   finished_ = true;
   json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(u)}};
-  if (chat_) {
+  if (structured()) {
+    const ChatOutput o = ParseChatOutput(output_, text_.text(), true);
+    sent_calls_ = o.calls.size();
+    choice["message"] = Message(o);
+    choice["finish_reason"] = FinishReason(u);
+  } else if (chat_) {
     choice["message"] = {{"role", "assistant"}, {"content", text_.text()}};
   } else {
     choice["text"] = text_.text();
@@ -129,7 +186,14 @@ Completion::Turn Completion::Stream(const std::function<bool(const std::string&)
   const bool was_stopped = text_.stopped();
   const std::string piece = text_.Add(u.tokens, u.done);
   if (text_.stopped() && !was_stopped) req_->StopAtString();
-  if (!piece.empty() || (continuous_usage_ && !u.tokens.empty())) {
+  if (structured()) {
+    const json delta = StructuredDelta(u.done || text_.stopped());
+    if (!delta.is_null() || (continuous_usage_ && !u.tokens.empty())) {
+      json choice = {{"index", 0}, {"delta", delta.is_null() ? json::object() : delta}, {"logprobs", nullptr},
+                     {"finish_reason", nullptr}};
+      if (!write(Event(choice, continuous_usage_ ? Usage() : json(nullptr)))) return gone();
+    }
+  } else if (!piece.empty() || (continuous_usage_ && !u.tokens.empty())) {
     if (!write(Event(Choice(piece, nullptr, false), continuous_usage_ ? Usage() : json(nullptr)))) return gone();
   }
   if (!u.done && !text_.stopped()) return writable() ? Turn::kMore : gone();

@@ -21,15 +21,19 @@ namespace daisy::serve {
 // The text of a request's tokens, cut at the first stop string (which then stops the request).
 class StopText {
  public:
-  StopText(const tokenizer::Tokenizer& t, std::vector<std::string> stops);
+  // `preserved`: special tokens to print as their text (the markers a chat format parses).
+  StopText(const tokenizer::Tokenizer& t, std::vector<std::string> stops, std::vector<int32_t> preserved = {});
   // Takes new tokens (`end`: the request is over); returns the text now safe to send.
   std::string Add(const std::vector<int32_t>& tokens, bool end);
   bool stopped() const { return stopped_; }  // a stop string was found: the text ends before it
   const std::string& text() const { return text_; }
+  std::string_view sent() const { return std::string_view(text_).substr(0, sent_); }  // returned so far
   size_t tokens() const { return have_; }
 
  private:
+  const tokenizer::Tokenizer& tokenizer_;
   tokenizer::StreamDecoder decoder_;
+  std::vector<int32_t> preserved_;
   std::vector<std::string> stops_;
   std::string text_;
   size_t sent_ = 0, have_ = 0;
@@ -63,9 +67,17 @@ class Completion {
   std::string Event(const nlohmann::json& choice, const nlohmann::json& usage = nullptr) const;
   // A streamed choice: a piece of text, or the last one (`last`: an empty delta, the finish reason).
   nlohmann::json Choice(const std::string& text, const nlohmann::json& finish, bool last) const;
+  // Structured chat output (reasoning, tool calls): whether this request parses it; the message
+  // of the whole output; the delta of what a stream has not sent yet (null: nothing new).
+  bool structured() const { return chat_ && (output_.reasoning || output_.tools != ToolFormat::kNone); }
+  nlohmann::json Message(const ChatOutput& o) const;
+  nlohmann::json StructuredDelta(bool final);
+  nlohmann::json ToolCallJson(const ToolCall& c, size_t index, bool with_index) const;
 
   std::shared_ptr<coord::Request> req_;
   StopText text_;
+  ChatOutputFormat output_;
+  size_t sent_reasoning_ = 0, sent_content_ = 0, sent_calls_ = 0;
   bool chat_, include_usage_, continuous_usage_;
   int prompt_tokens_;
   std::string model_, id_;
