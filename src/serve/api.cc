@@ -83,7 +83,7 @@ Refusal Content(const ojson& v, const std::string& param, ojson& out) {
 // The messages as the template takes them: roles checked, content flattened, tool calls'
 // arguments parsed from the JSON strings OpenAI clients send into the objects templates
 // expect (`objects`; else left as strings).
-Refusal Messages(const ojson& body, bool objects, ojson& out) {
+Refusal Messages(const ojson& body, bool objects, bool empty_for_null, ojson& out) {
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return Invalid("messages", "'messages' must be a non-empty array");
   }
@@ -108,7 +108,7 @@ Refusal Messages(const ojson& body, bool objects, ojson& out) {
     if (m.contains("content")) {
       if (Refusal r = Content(m["content"], where + ".content", content)) return r;
     }
-    msg["content"] = content;
+    msg["content"] = content.is_null() && empty_for_null ? ojson("") : content;
     if (calls) {
       if (!m["tool_calls"].is_array()) return Invalid(where + ".tool_calls", "'" + where + ".tool_calls' must be an array");
       for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
@@ -138,10 +138,10 @@ Refusal Messages(const ojson& body, bool objects, ojson& out) {
 
 // The template's input: messages, tools (unless tool_choice is "none"), the generation prompt,
 // and chat_template_kwargs (llama-server's and vLLM's extension: enable_thinking, ...).
-Refusal TemplateInput(const ojson& body, bool object_arguments, ojson& input) {
+Refusal TemplateInput(const ojson& body, bool object_arguments, bool empty_for_null, ojson& input) {
   input = ojson::object();
   ojson messages;
-  if (Refusal r = Messages(body, object_arguments, messages)) return r;
+  if (Refusal r = Messages(body, object_arguments, empty_for_null, messages)) return r;
   input["messages"] = std::move(messages);
   if (body.contains("tools") && !body["tools"].is_null()) {
     if (!body["tools"].is_array()) return Invalid("tools", "'tools' must be an array");
@@ -165,17 +165,20 @@ Refusal TemplateInput(const ojson& body, bool object_arguments, ojson& input) {
 std::optional<ApiError> RenderChatPrompt(const ojson& body, const ApiContext& ctx, std::string& text) {
   if (!ctx.chat->ok()) return ApiError{400, ctx.chat->status().message(), "invalid_request_error", "messages", "unsupported_chat_template"};
   // Tool-call arguments as objects (what transformers' templates take), else as the strings a
-  // template may concatenate (DeepSeek's): the first that renders.
+  // template may concatenate (DeepSeek's); a tool-calling turn's null content as null (DeepSeek
+  // tests for none), else as "" (Qwen3 searches it): the first that renders.
   Status first = Status::Ok();
-  for (const bool objects : {true, false}) {
-    ojson input;
-    if (Refusal r = TemplateInput(body, objects, input)) return r;
-    Result<std::string> out = (*ctx.chat)->Apply(input);
-    if (out.ok()) {
-      text = std::move(*out);
-      return std::nullopt;
+  for (const bool empty_for_null : {false, true}) {
+    for (const bool objects : {true, false}) {
+      ojson input;
+      if (Refusal r = TemplateInput(body, objects, empty_for_null, input)) return r;
+      Result<std::string> out = (*ctx.chat)->Apply(input);
+      if (out.ok()) {
+        text = std::move(*out);
+        return std::nullopt;
+      }
+      if (first.ok()) first = out.status();
     }
-    if (first.ok()) first = out.status();
   }
   return ApiError{400, first.message(), "invalid_request_error", "messages", "chat_template_error"};
 }
