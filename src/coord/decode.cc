@@ -52,6 +52,7 @@ int SeqDecoder::AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& 
   pipeline::SeqRows rows{seq_, c.start, static_cast<int32_t>(c.tokens.size()), {}};
   if (prompt.done()) {
     rows.out = NextTokenSpec(sampling_, history_);
+    if (constraint_) rows.out.masks.push_back(constraint_->Next().words);
   } else {
     rows.out.kind = OutputKind::kNone;
   }
@@ -62,8 +63,21 @@ int SeqDecoder::AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& 
 
 void SeqDecoder::AddDecodeRows(pipeline::ForwardHeader& h, std::vector<int32_t>& tokens) {
   decode_step_ = true;
+  if (constraint_) {
+    // Drafts the grammar refuses cannot be accepted: cut them off before they are sent.
+    size_t keep = 0;
+    while (keep < draft_.size() && constraint_->Allows(std::span<const int32_t>(draft_).first(keep), draft_[keep])) ++keep;
+    draft_.resize(keep);
+    if (q_.size() > keep) q_.resize(keep);
+    if (confidence_.size() > keep) confidence_.resize(keep);
+  }
   pipeline::SeqRows rows{seq_, static_cast<int32_t>(history_.size() - 1), decode_rows(),
                          NextTokenSpec(sampling_, history_)};
+  if (constraint_) {
+    for (size_t i = 0; i <= draft_.size(); ++i) {
+      rows.out.masks.push_back(constraint_->Next(std::span<const int32_t>(draft_).first(i)).words);
+    }
+  }
   if (!draft_.empty()) {
     rows.out.kind = OutputKind::kVerify;
     rows.out.position = history_.size();
@@ -96,6 +110,17 @@ Result<std::vector<pipeline::RowOutput>> SeqDecoder::Settle(const pipeline::Resu
   // The forward that ends the prompt is no verify: only decode steps teach the controller.
   if (k_ != nullptr && decode_step) k_->Verified(k, accepted, seconds, forward_rows - 1 - k, confidence_);
   if (k > 0 && drafter != nullptr) drafter->Settled(seq_, settled + static_cast<size_t>(accepted));
+  if (constraint_) {
+    for (const pipeline::RowOutput& row : out->rows) {
+      if (!constraint_->Accept(row.token)) {
+        draft_.clear();
+        q_.clear();
+        confidence_.clear();
+        return Internal("the last stage returned token %d for sequence %d, which its grammar does not allow",
+                        row.token, seq_);
+      }
+    }
+  }
   for (const pipeline::RowOutput& row : out->rows) history_.push_back(row.token);
   generated_ += static_cast<int>(out->rows.size());
   draft_.clear();

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "coord/drafter.h"
 #include "coord/k_controller.h"
+#include "grammar/token_mask.h"
 #include "pipeline/protocol.h"
 #include "runtime/sampler.h"
 
@@ -42,6 +43,12 @@ class SeqDecoder {
              int max_tokens, KController* k);
   SeqDecoder(const SeqDecoder&) = delete;
   SeqDecoder& operator=(const SeqDecoder&) = delete;
+
+  // Constrained decoding: every token (drafts included) must keep `c`'s grammar alive; each
+  // output row carries its mask (pipeline::OutputSpec::masks). Drafts are cut at the first one
+  // the grammar refuses. Set before the prompt's last chunk is sent.
+  void Constrain(std::unique_ptr<grammar::TokenConstraint> c) { constraint_ = std::move(c); }
+  bool constrained() const { return constraint_ != nullptr; }
 
   int32_t seq() const { return seq_; }
   const std::vector<int32_t>& history() const { return history_; }
@@ -89,6 +96,7 @@ class SeqDecoder {
   std::vector<DraftDistribution> q_;
   std::vector<float> confidence_;
   bool decode_step_ = false;  // the rows in flight are a decode step's (AddDecodeRows)
+  std::unique_ptr<grammar::TokenConstraint> constraint_;
 };
 
 // What DraftTogether did.

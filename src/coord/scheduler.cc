@@ -181,6 +181,9 @@ bool Scheduler::Admit() {
     }
     s->dec = std::make_unique<SeqDecoder>(s->id, r->params().prompt, r->params().sampling,
                                           r->params().max_tokens, s->k.get());
+    if (r->params().grammar && r->params().grammar_vocab) {
+      s->dec->Constrain(std::make_unique<grammar::TokenConstraint>(r->params().grammar, r->params().grammar_vocab));
+    }
     s->req = std::move(r);
     active_.push_back(std::move(s));
     any = true;

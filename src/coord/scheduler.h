@@ -50,6 +50,10 @@ struct RequestParams {
   bool stop_at_eog = true;  // end at an end-of-generation token (not delivered)
   bool speculate = true;    // draft and verify when the scheduler has a drafter
   int spec_k = -1;          // this request's K: -1 the scheduler's, 0 adaptive, N fixed (<= spec_k_max)
+  // Constrained decoding (grammar/token_mask.h): every token keeps `grammar` alive over
+  // `grammar_vocab`'s tokens; none: free.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab;
 };
 
 // One request, shared by the scheduler (which appends tokens) and its client (which reads them).

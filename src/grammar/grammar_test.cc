@@ -54,6 +54,8 @@ TEST(JsonSchemaGrammar, AcceptsWhatTheSchemaAllows) {
   EXPECT_FALSE(Live(*g, R"({"name": "x", "age": 1, "pet": {"kind": "dog")"));
   EXPECT_FALSE(Accepts(*g, R"({"name": "x", "age": 1)"));  // not closed
   EXPECT_FALSE(Live(*g, "{\"name\": \"a\nb"));             // raw control characters
+  EXPECT_FALSE(Live(*g, "{\"name\": \"\xe8\xa6\""));            // half a UTF-8 character, then the quote
+  EXPECT_FALSE(Live(*g, "{\"name\": \"\xff"));                  // never UTF-8
 }
 
 TEST(JsonSchemaGrammar, RecursionAnyOfAndAnyJson) {

@@ -72,10 +72,17 @@ class GrammarBuilder {
 
   Symbol StringChar() {
     if (string_char_) return R(*string_char_);
+    // Printable ASCII but the quote and the backslash, or a whole UTF-8 character.
     ByteSet plain;
-    plain.AddRange(0x20, 0xFF);
+    plain.AddRange(0x20, 0x7F);
     plain.bits['"' >> 6] &= ~(uint64_t{1} << ('"' & 63));
     plain.bits['\\' >> 6] &= ~(uint64_t{1} << ('\\' & 63));
+    ByteSet cont, lead2, lead3, lead4;
+    cont.AddRange(0x80, 0xBF);
+    lead2.AddRange(0xC2, 0xDF);
+    lead3.AddRange(0xE0, 0xEF);
+    lead4.AddRange(0xF0, 0xF4);
+    const Symbol cb = g_.Set(cont);
     ByteSet esc;
     for (char c : std::string("\"\\/bfnrt")) esc.Add(static_cast<uint8_t>(c));
     ByteSet hex;
@@ -84,6 +91,9 @@ class GrammarBuilder {
     hex.AddRange('A', 'F');
     const Symbol h = g_.Set(hex);
     string_char_ = Rule("char", {{g_.Set(plain)},
+                                 {g_.Set(lead2), cb},
+                                 {g_.Set(lead3), cb, cb},
+                                 {g_.Set(lead4), cb, cb, cb},
                                  {g_.Byte('\\'), g_.Set(esc)},
                                  {g_.Byte('\\'), g_.Byte('u'), h, h, h, h}});
     return R(*string_char_);

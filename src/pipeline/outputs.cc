@@ -18,18 +18,36 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
   r.id = id;
   size_t at = 0;
   std::vector<int32_t> order;
+  std::vector<float> masked;
   for (const SeqRows& s : seqs) {
     SeqResult sr;
     sr.seq = s.seq;
     const int n = LogitRows(s);
+    std::span<const float> seq_logits = logits.subspan(at * n_vocab, static_cast<size_t>(n) * n_vocab);
+    if (!s.out.masks.empty() && n > 0) {
+      // Constrained: disallowed tokens get no probability (a mask allowing nothing is ignored).
+      masked.assign(seq_logits.begin(), seq_logits.end());
+      for (int i = 0; i < n; ++i) {
+        const std::vector<uint32_t>& m = s.out.masks[std::min<size_t>(i, s.out.masks.size() - 1)];
+        bool any = false;
+        for (uint32_t w : m) any = any || w != 0;
+        if (!any) continue;
+        float* row = &masked[static_cast<size_t>(i) * n_vocab];
+        for (int t = 0; t < n_vocab; ++t) {
+          const size_t w = static_cast<size_t>(t) >> 5;
+          if (w >= m.size() || !((m[w] >> (t & 31)) & 1)) row[t] = -INFINITY;
+        }
+      }
+      seq_logits = masked;
+    }
     if (s.out.kind == OutputKind::kVerify) {
-      Verify(s.out, logits.subspan(at * n_vocab, static_cast<size_t>(n) * n_vocab), n_vocab, sr.rows);
+      Verify(s.out, seq_logits, n_vocab, sr.rows);
       at += n;
       r.seqs.push_back(std::move(sr));
       continue;
     }
     for (int i = 0; i < n; ++i, ++at) {
-      const std::span<const float> l = logits.subspan(at * n_vocab, n_vocab);
+      const std::span<const float> l = seq_logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab);
       RowOutput row;
       const double log_z = runtime::LogSumExp(l);
       switch (s.out.kind) {

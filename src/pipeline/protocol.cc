@@ -1,5 +1,7 @@
 #include "pipeline/protocol.h"
 
+#include <bit>
+
 #include <algorithm>
 #include <cmath>
 
@@ -98,6 +100,23 @@ void EncodeOutputs(const ForwardHeader& h, Encoder& e) {
     e.Put<uint64_t>(s.out.position);
     e.Put<uint32_t>(static_cast<uint32_t>(s.out.history.size()));
     for (int32_t t : s.out.history) e.Put<int32_t>(t);
+    // Masks: each as the list of allowed ids (mode 0) or the bitset (mode 1), whichever is smaller.
+    e.Put<uint32_t>(static_cast<uint32_t>(s.out.masks.size()));
+    for (const std::vector<uint32_t>& m : s.out.masks) {
+      uint32_t count = 0;
+      for (uint32_t w : m) count += static_cast<uint32_t>(std::popcount(w));
+      if (count < m.size()) {
+        e.Put<uint8_t>(0);
+        e.Put<uint32_t>(count);
+        for (size_t w = 0; w < m.size(); ++w) {
+          for (uint32_t bits = m[w]; bits != 0; bits &= bits - 1) e.Put<int32_t>(static_cast<int32_t>(w * 32 + std::countr_zero(bits)));
+        }
+      } else {
+        e.Put<uint8_t>(1);
+        e.Put<uint32_t>(static_cast<uint32_t>(m.size()));
+        for (uint32_t w : m) e.Put<uint32_t>(w);
+      }
+    }
     if (s.out.kind != OutputKind::kVerify) continue;
     e.Put<uint32_t>(static_cast<uint32_t>(s.out.draft.size()));
     for (size_t i = 0; i < s.out.draft.size(); ++i) {
@@ -141,6 +160,39 @@ Status DecodeDrafts(Decoder& d, const Limits& limits, SeqRows& s) {
   return Status::Ok();
 }
 
+Status DecodeMasks(Decoder& d, const Limits& limits, SeqRows& s) {
+  uint32_t n_masks = 0;
+  DAISY_RETURN_IF_ERROR(d.Get(n_masks));
+  if (n_masks == 0) return Status::Ok();
+  const bool verify = s.out.kind == OutputKind::kVerify;
+  if (s.out.kind == OutputKind::kNone || s.out.all_rows || n_masks != (verify ? static_cast<uint32_t>(s.n_rows) : 1u)) {
+    return DataLoss("forward: %u token masks for sequence %d (one per output row)", n_masks, s.seq);
+  }
+  const uint32_t words = static_cast<uint32_t>((limits.n_vocab + 31) / 32);
+  s.out.masks.assign(n_masks, std::vector<uint32_t>(words, 0));
+  for (std::vector<uint32_t>& m : s.out.masks) {
+    uint8_t mode = 0;
+    uint32_t n = 0;
+    DAISY_RETURN_IF_ERROR(d.Get(mode));
+    DAISY_RETURN_IF_ERROR(d.Get(n));
+    if (mode == 0) {
+      if (n > static_cast<uint32_t>(limits.n_vocab)) return DataLoss("forward: a token mask of %u ids", n);
+      for (uint32_t i = 0; i < n; ++i) {
+        int32_t id = 0;
+        DAISY_RETURN_IF_ERROR(d.Get(id));
+        if (id < 0 || id >= limits.n_vocab) return DataLoss("forward: token %d in a mask (vocabulary %d)", id, limits.n_vocab);
+        m[id >> 5] |= uint32_t{1} << (id & 31);
+      }
+    } else if (mode == 1) {
+      if (n != words) return DataLoss("forward: a token bitset of %u words (vocabulary %d)", n, limits.n_vocab);
+      for (uint32_t& w : m) DAISY_RETURN_IF_ERROR(d.Get(w));
+    } else {
+      return DataLoss("forward: unknown token mask mode %u", mode);
+    }
+  }
+  return Status::Ok();
+}
+
 // The last stage's section: every sequence's output spec, checked.
 Status DecodeOutputs(std::span<const uint8_t> section, const Limits& limits, ForwardHeader& h) {
   Decoder d(section, "forward outputs");
@@ -179,6 +231,7 @@ Status DecodeOutputs(std::span<const uint8_t> section, const Limits& limits, For
     }
     s.out.history.resize(n_history);
     for (int32_t& t : s.out.history) DAISY_RETURN_IF_ERROR(d.Get(t));
+    DAISY_RETURN_IF_ERROR(DecodeMasks(d, limits, s));
     if (s.out.kind == OutputKind::kVerify) DAISY_RETURN_IF_ERROR(DecodeDrafts(d, limits, s));
   }
   return d.ExpectEnd();
@@ -187,8 +240,8 @@ Status DecodeOutputs(std::span<const uint8_t> section, const Limits& limits, For
 }  // namespace
 
 size_t Limits::MaxOutputBytes() const {
-  return static_cast<size_t>(max_seqs) * (kOutputFixed + 4ull * max_history + 4) +
-         static_cast<size_t>(max_rows) * (6 + 8 * kMaxDraftSupport);
+  return static_cast<size_t>(max_seqs) * (kOutputFixed + 4ull * max_history + 4 + 4) +
+         static_cast<size_t>(max_rows) * (6 + 8 * kMaxDraftSupport + 5 + 4ull * ((n_vocab + 31) / 32));
 }
 
 size_t Limits::MaxForwardBytes() const {

@@ -60,6 +60,10 @@ struct OutputSpec {
   // every draft is accepted). `position` is that of the first drafted token.
   std::vector<int32_t> draft;
   std::vector<std::vector<std::pair<int32_t, float>>> draft_q;
+  // Constrained decoding: the tokens each output row may produce, as bitsets over the
+  // vocabulary (word w bit b: token 32w + b); empty: no constraint. One per output row: one for
+  // the last row, or n_rows for a verify (row i's mask is the grammar after the drafts before it).
+  std::vector<std::vector<uint32_t>> masks;
 };
 
 struct SeqRows {

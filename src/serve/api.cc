@@ -3,6 +3,7 @@
 #include <random>
 
 #include "base/strings.h"
+#include "grammar/json_schema.h"
 
 namespace daisy::serve {
 
@@ -162,6 +163,13 @@ Refusal TemplateInput(const ojson& body, bool object_arguments, bool empty_for_n
 
 }  // namespace
 
+std::shared_ptr<const grammar::TokenVocab> GrammarVocabs::Get(const std::vector<int32_t>& preserved) {
+  std::lock_guard lock(mu_);
+  auto& v = vocabs_[preserved];
+  if (!v) v = std::make_shared<const grammar::TokenVocab>(tokenizer_, preserved);
+  return v;
+}
+
 std::optional<ApiError> RenderChatPrompt(const ojson& body, const ApiContext& ctx, std::string& text) {
   if (!ctx.chat->ok()) return ApiError{400, ctx.chat->status().message(), "invalid_request_error", "messages", "unsupported_chat_template"};
   // Tool-call arguments as objects (what transformers' templates take), else as the strings a
@@ -185,9 +193,9 @@ std::optional<ApiError> RenderChatPrompt(const ojson& body, const ApiContext& ct
 
 namespace {
 
-// tool_choice: "auto" and "none"; forcing a call ("required", a named function) needs
-// constrained decoding, which daisy does not have yet.
-Refusal ToolChoice(const ojson& body, bool& tools_active) {
+// tool_choice: "auto", "none", "required" (some call is forced) or a named function (that call
+// is forced).
+Refusal ToolChoice(const ojson& body, bool& tools_active, CompletionRequest& out) {
   tools_active = body.contains("tools") && body["tools"].is_array() && !body["tools"].empty();
   if (!body.contains("tool_choice") || body["tool_choice"].is_null()) return std::nullopt;
   const ojson& c = body["tool_choice"];
@@ -196,18 +204,77 @@ Refusal ToolChoice(const ojson& body, bool& tools_active) {
     return std::nullopt;
   }
   if (c == "auto") return std::nullopt;
-  if (c == "required" || (c.is_object() && c.contains("function"))) {
-    return ApiError{400, "tool_choice " + (c.is_string() ? "'required'" : std::string("naming a function")) +
-                             " is not supported yet (it needs constrained decoding); use \"auto\"",
-                    "invalid_request_error", "tool_choice", "unsupported_tool_choice"};
+  const bool named = c.is_object() && c.contains("function") && c["function"].is_object() &&
+                     c["function"].contains("name") && c["function"]["name"].is_string();
+  if (c != "required" && !named) {
+    return Invalid("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
   }
-  return Invalid("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  if (!tools_active) return Invalid("tool_choice", "'tool_choice' forces a tool call but 'tools' is empty");
+  out.tool_required = true;
+  if (named) {
+    out.tool_name = c["function"]["name"].get<std::string>();
+    bool found = false;
+    for (const ojson& t : body["tools"]) found = found || (t.is_object() && t.contains("function") && t["function"].is_object() &&
+                                                           t["function"].value("name", "") == out.tool_name);
+    if (!found) return Invalid("tool_choice", "'tool_choice' names '" + EscapeForMessage(out.tool_name) + "', which is not among 'tools'");
+  }
+  return std::nullopt;
+}
+
+// The grammar a request's output must follow: response_format (json_object, json_schema) or a
+// forced tool call in the template's format; none for free text.
+Refusal Constraint(const ojson& body, const ApiContext& ctx, CompletionRequest& out) {
+  std::optional<grammar::Grammar> g;
+  if (body.contains("response_format") && !body["response_format"].is_null()) {
+    const ojson& rf = body["response_format"];
+    const std::string type = rf.is_object() && rf.contains("type") && rf["type"].is_string() ? rf["type"].get<std::string>() : "";
+    if (type == "json_object") {
+      g = grammar::JsonObjectGrammar();
+    } else if (type == "json_schema") {
+      if (!rf.contains("json_schema") || !rf["json_schema"].is_object() || !rf["json_schema"].contains("schema")) {
+        return Invalid("response_format", "'response_format' of type json_schema needs json_schema.schema");
+      }
+      auto s = grammar::JsonSchemaGrammar(rf["json_schema"]["schema"]);
+      if (!s.ok()) return Invalid("response_format", s.status().message());
+      g = std::move(*s);
+    } else if (type != "text") {
+      return Invalid("response_format", "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+  }
+  if (out.tool_required) {
+    if (g) return Invalid("response_format", "'response_format' and a forced tool call cannot be combined");
+    ojson tools = ojson::array();
+    for (const ojson& t : body["tools"]) {
+      if (out.tool_name.empty() || (t.is_object() && t.contains("function") && t["function"].value("name", "") == out.tool_name)) {
+        tools.push_back(t);
+      }
+    }
+    grammar::ToolCallShape shape;
+    switch (out.output.tools) {
+      case ToolFormat::kLlama3: shape = {"", "", "parameters"}; break;
+      case ToolFormat::kMistral: shape = {"[TOOL_CALLS][", "]", "arguments"}; break;
+      case ToolFormat::kHermes:
+      case ToolFormat::kNone:
+        shape = {"<tool_call>\n", "\n</tool_call>", "arguments"};
+        out.output.tools = ToolFormat::kHermes;
+        break;
+    }
+    out.preserved_tokens = PreservedTokens(out.output, *ctx.tokenizer);
+    auto s = grammar::ToolCallGrammar(tools, shape);
+    if (!s.ok()) return Invalid("tools", s.status().message());
+    g = std::move(*s);
+  }
+  if (!g) return std::nullopt;
+  if (ctx.vocabs == nullptr) return Invalid("response_format", "constrained output is not available on this server");
+  out.params.grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
+  out.params.grammar_vocab = ctx.vocabs->Get(out.preserved_tokens);
+  return std::nullopt;
 }
 
 Refusal ChatPrompt(const json&, const ojson& obody, const ApiContext& ctx, CompletionRequest& out) {
   std::vector<int32_t>& prompt = out.params.prompt;
   bool tools_active = false;
-  if (Refusal r = ToolChoice(obody, tools_active)) return r;
+  if (Refusal r = ToolChoice(obody, tools_active, out)) return r;
   std::string reasoning_format = "auto";
   if (obody.contains("reasoning_format") && !obody["reasoning_format"].is_null()) {
     if (!obody["reasoning_format"].is_string()) return Invalid("reasoning_format", "'reasoning_format' must be a string");
@@ -347,8 +414,8 @@ std::optional<ApiError> ParseCompletion(std::string_view text, bool chat, const 
     }
   }
   std::vector<int32_t>& prompt = out.params.prompt;
+  const ojson obody = ojson::parse(text, nullptr, /*allow_exceptions=*/false);  // keys in the client's order
   if (chat) {
-    const ojson obody = ojson::parse(text, nullptr, /*allow_exceptions=*/false);  // keys in the client's order
     if (Refusal r = ChatPrompt(body, obody, ctx, out)) return r;
   } else if (Refusal r = TextPrompt(body, ctx, prompt)) {
     return r;
@@ -360,7 +427,8 @@ std::optional<ApiError> ParseCompletion(std::string_view text, bool chat, const 
                     "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded"};
   }
   if (Refusal r = Sampling(body, chat, prompt_len, ctx, out.params)) return r;
-  return Options(body, ctx, out);
+  if (Refusal r = Options(body, ctx, out)) return r;
+  return Constraint(obody, ctx, out);
 }
 
 }  // namespace daisy::serve

@@ -13,6 +13,10 @@
 
 #include "base/status.h"
 #include "coord/scheduler.h"
+#include <map>
+#include <mutex>
+
+#include "grammar/token_mask.h"
 #include "serve/chat.h"
 #include "serve/chat_output.h"
 #include "tokenizer/tokenizer.h"
@@ -48,6 +52,22 @@ struct CompletionRequest {
   // must come out as text for it.
   ChatOutputFormat output;
   std::vector<int32_t> preserved_tokens;
+  // tool_choice "required" (any of the tools) or naming one: the output is forced to a call.
+  bool tool_required = false;
+  std::string tool_name;
+};
+
+// The vocabularies constrained decoding works over (one per set of special tokens printed as
+// text), built on first use and shared by every request. Thread-safe.
+class GrammarVocabs {
+ public:
+  explicit GrammarVocabs(const tokenizer::Tokenizer& t) : tokenizer_(t) {}
+  std::shared_ptr<const grammar::TokenVocab> Get(const std::vector<int32_t>& preserved);
+
+ private:
+  const tokenizer::Tokenizer& tokenizer_;
+  std::mutex mu_;
+  std::map<std::vector<int32_t>, std::shared_ptr<const grammar::TokenVocab>> vocabs_;
 };
 
 // What validation needs to know of the server.
@@ -57,6 +77,7 @@ struct ApiContext {
   std::string model_name;
   int capacity = 0;     // KV positions per sequence: prompt + max_tokens must fit
   int spec_k_max = 0;   // the server's --spec-k-max (speculative_k's bound)
+  GrammarVocabs* vocabs = nullptr;  // constrained output (none: refused)
 };
 
 inline constexpr int kMaxStops = 4;

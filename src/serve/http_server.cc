@@ -42,6 +42,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions options, coord
                                                       Result<ChatTemplate> chat) {
   std::unique_ptr<HttpServer> s(new HttpServer(std::move(options), scheduler, tokenizer));
   s->chat_ = std::move(chat);
+  s->vocabs_ = std::make_unique<GrammarVocabs>(tokenizer);
   if (!s->chat_.ok()) DAISY_LOG_WARN("chat requests will be refused: %s", s->chat_.status().message().c_str());
   s->counters_ = std::make_shared<HttpCounters>();
   s->server_ = std::make_unique<httplib::Server>();
@@ -129,7 +130,7 @@ void HttpServer::Routes() {
     const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return Refuse(res, Invalid("", "the request body must be a JSON object"));
     const ApiContext ctx{&tokenizer_, &chat_, o_.model_name, scheduler_.options().seq_capacity,
-                         scheduler_.options().spec_k_max};
+                         scheduler_.options().spec_k_max, vocabs_.get()};
     std::string prompt;
     if (std::optional<ApiError> refused = RenderChatPrompt(body, ctx, prompt)) return Refuse(res, *refused);
     res.set_content(Dump({{"prompt", prompt}}), "application/json");
@@ -139,7 +140,7 @@ void HttpServer::Routes() {
 void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, bool chat) {
   if (!Authorized(req, res)) return;
   const ApiContext ctx{&tokenizer_, &chat_, o_.model_name, scheduler_.options().seq_capacity,
-                       scheduler_.options().spec_k_max};
+                       scheduler_.options().spec_k_max, vocabs_.get()};
   CompletionRequest parsed;
   if (std::optional<ApiError> refused = ParseCompletion(req.body, chat, ctx, parsed)) return Refuse(res, *refused);
   auto submitted = scheduler_.Submit(parsed.params);

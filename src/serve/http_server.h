@@ -59,6 +59,7 @@ class HttpServer {
   coord::Scheduler& scheduler_;
   const tokenizer::Tokenizer& tokenizer_;
   Result<ChatTemplate> chat_ = Unimplemented("no chat template");
+  std::unique_ptr<GrammarVocabs> vocabs_;
   std::unique_ptr<httplib::Server> server_;
   std::shared_ptr<HttpCounters> counters_;  // shared with in-flight streams
   std::thread thread_;
