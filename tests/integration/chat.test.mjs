@@ -148,3 +148,128 @@ test("template errors and tool choices daisy cannot honour are 4xx with the reas
   assert.notEqual(r.code, 0);
   assert.match(r.err, /the \{% include %\} statement is not supported/);
 });
+
+// A validator for the schema subset the tests use (daisy's grammar is what is under test).
+function validate(schema, v, defs = schema.$defs ?? {}) {
+  if (schema.$ref) return validate(defs[schema.$ref.split("/").pop()], v, defs);
+  if (schema.enum) return schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(v));
+  if (schema.anyOf) return schema.anyOf.some((s) => validate(s, v, defs));
+  const types = [].concat(schema.type ?? []);
+  const is = {string: typeof v === "string", integer: Number.isInteger(v), number: typeof v === "number",
+              boolean: typeof v === "boolean", null: v === null, array: Array.isArray(v),
+              object: v !== null && typeof v === "object" && !Array.isArray(v)};
+  if (types.length && !types.some((t) => is[t])) return false;
+  if (is.string && schema.maxLength !== undefined && [...v].length > schema.maxLength) return false;
+  if (is.array) {
+    if (schema.maxItems !== undefined && v.length > schema.maxItems) return false;
+    if (schema.minItems !== undefined && v.length < schema.minItems) return false;
+    return !schema.items || v.every((x) => validate(schema.items, x, defs));
+  }
+  if (is.object && schema.properties) {
+    for (const k of Object.keys(v)) if (!(k in schema.properties)) return false;
+    for (const k of schema.required ?? []) if (!(k in v)) return false;
+    return Object.entries(v).every(([k, x]) => validate(schema.properties[k], x, defs));
+  }
+  return true;
+}
+
+const SCHEMAS = {
+  person: {type: "object", properties: {name: {type: "string", maxLength: 12}, age: {type: "integer"},
+           kind: {enum: ["cat", "dog", 7]}, ok: {type: "boolean"}, score: {type: ["number", "null"]}},
+           required: ["name", "age", "kind"]},
+  nested: {type: "object", properties: {items: {type: "array", maxItems: 3, items: {$ref: "#/$defs/item"}},
+           total: {type: "number"}}, required: ["items", "total"],
+           $defs: {item: {type: "object", properties: {id: {type: "integer"}, tags: {type: "array", maxItems: 2,
+                   items: {type: "string", maxLength: 6}}}, required: ["id"]}}},
+  list: {type: "array", minItems: 1, maxItems: 4, items: {anyOf: [{type: "boolean"}, {type: "string", maxLength: 4}]}},
+};
+
+test("json_schema and json_object output always parses and matches, streamed and not, whole and on 2 stages, with speculation exact", async () => {
+  const m = makeModel("m-json", ["--layers", "2", "--type", "q8_0", "--seed", "13", "--tokenizer", tokenizerJson("llama3")]);
+  const s = await serve(m, ["--lookup"]);
+  const out = path.join(dir, "json-2");
+  must(["compile", "-m", m, "--stages", "2", "-o", out]);
+  const w = await start(["worker", "--shard", path.join(out, "stage-1.daisy"), "--listen", "127.0.0.1:0", "-t", "1"]);
+  servers.push(w);
+  const p = await start(["serve", "--shard", path.join(out, "stage-0.daisy"), "--workers", `127.0.0.1:${w.port}`,
+                         "--http", "127.0.0.1:0", "-t", "1", "--ctx", "512", "--max-seqs", "2"]);
+  servers.push(p);
+  const pclient = new OpenAI({baseURL: `http://127.0.0.1:${p.port}/v1`, apiKey: "none", maxRetries: 0});
+  const messages = [{role: "user", content: "Give me JSON."}];
+  for (const [name, schema] of Object.entries(SCHEMAS)) {
+    for (const temperature of [0, 0.9]) {
+      // Sampled requests decode plainly: speculative sampling draws differently with other drafts.
+      const req = {model: s.ready.model, messages, max_tokens: 400, temperature, seed: 3, speculative: temperature === 0,
+                   response_format: {type: "json_schema", json_schema: {name, schema, strict: true}}};
+      const r = await s.client.chat.completions.create(req);
+      assert.equal(r.choices[0].finish_reason, "stop", `${name}: ${r.choices[0].message.content}`);
+      const text = r.choices[0].message.content;
+      const v = JSON.parse(text);
+      assert.ok(validate(schema, v), `${name} at temperature ${temperature}: ${text}`);
+      let streamed = "";
+      for await (const c of await s.client.chat.completions.create({...req, stream: true})) streamed += c.choices[0]?.delta?.content ?? "";
+      assert.equal(streamed, text, `${name}: the stream`);
+      const split = await pclient.chat.completions.create({...req, model: p.ready.model});
+      assert.equal(split.choices[0].message.content, text, `${name}: the 2-stage pipeline`);
+      if (temperature === 0) {
+        // Greedy under a grammar: speculation (prompt lookup) keeps the ids.
+        const plain = await s.client.chat.completions.create({...req, speculative: false});
+        assert.equal(plain.choices[0].message.content, text, `${name}: speculative vs plain`);
+      }
+    }
+  }
+  const obj = await s.client.chat.completions.create({model: s.ready.model, messages, max_tokens: 400, temperature: 0,
+                                                      response_format: {type: "json_object"}});
+  if (obj.choices[0].finish_reason === "stop") {
+    const v = JSON.parse(obj.choices[0].message.content);
+    assert.equal(typeof v, "object");
+    assert.ok(!Array.isArray(v));
+  } else {
+    assert.ok(obj.choices[0].message.content.trimStart().startsWith("{"));
+  }
+  // An unconstrained request on the same server: exactly the plain answer.
+  const free = await s.client.chat.completions.create({model: s.ready.model, messages, max_tokens: 6, temperature: 0});
+  const prompt = chatTemplate(m, {messages, add_generation_prompt: true});
+  assert.equal(free.choices[0].message.content, alone(m, prompt, 6, "<|begin_of_text|>").text);
+  // Schemas daisy cannot enforce are refused, naming the keyword.
+  const bad = await s.post("/v1/chat/completions", {messages, response_format: {type: "json_schema",
+    json_schema: {name: "x", schema: {type: "string", pattern: "^a$"}}}});
+  assert.equal(bad.status, 400);
+  assert.match(bad.body.error.message, /'pattern' \(at #\) is not supported/);
+});
+
+test("tool_choice required and a named function force a call, parsed into tool_calls, streamed as deltas", async () => {
+  for (const fam of ["qwen3", "llama3_2"]) {
+    const m = makeModel(`m-tools-${fam}`, ["--layers", "2", "--type", "q8_0", "--seed", "17", "--tokenizer", tokenizerJson(fam)]);
+    const s = await serve(m);
+    const tools = [{type: "function", function: {name: "get_weather", description: "The weather in a city",
+                     parameters: {type: "object", properties: {city: {type: "string", maxLength: 10},
+                                                               days: {type: "integer", enum: [1, 2, 3]}}, required: ["city"]}}},
+                   {type: "function", function: {name: "now", parameters: {type: "object", properties: {}}}}];
+    for (const tool_choice of ["required", {type: "function", function: {name: "get_weather"}}]) {
+      const req = {model: s.ready.model, messages: [{role: "user", content: "Weather?"}], tools, tool_choice,
+                   max_tokens: 200, temperature: 0.7, seed: 11, chat_template_kwargs: {date_string: "05 Dec 2026"}};
+      const r = await s.client.chat.completions.create(req);
+      const msg = r.choices[0].message;
+      assert.equal(r.choices[0].finish_reason, "tool_calls", JSON.stringify(msg));
+      assert.equal(msg.tool_calls.length, 1);
+      const call = msg.tool_calls[0];
+      assert.equal(call.type, "function");
+      if (typeof tool_choice === "object") assert.equal(call.function.name, "get_weather");
+      const schema = tools.find((t) => t.function.name === call.function.name).function.parameters;
+      assert.ok(validate(schema, JSON.parse(call.function.arguments)), call.function.arguments);
+      // Streamed: the openai client's own assembly of the tool-call deltas.
+      const stream = s.client.chat.completions.stream({...req});
+      const final = await stream.finalChatCompletion();
+      assert.deepEqual(final.choices[0].message.tool_calls.map((c) => [c.function.name, c.function.arguments]),
+                       msg.tool_calls.map((c) => [c.function.name, c.function.arguments]));
+      assert.equal(final.choices[0].finish_reason, "tool_calls");
+      // The call goes back through the template with its result.
+      const turn = await s.post("/apply-template", {messages: [...req.messages, msg,
+        {role: "tool", tool_call_id: call.id, content: "sunny"}], tools});
+      assert.equal(turn.status, 200, JSON.stringify(turn.body));
+      assert.ok(turn.body.prompt.includes("sunny"));
+    }
+    s.proc.kill("SIGTERM");
+  }
+});
