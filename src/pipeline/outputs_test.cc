@@ -197,6 +197,69 @@ TEST(Speculative, MalformedVerifyRequestsAreRefused) {
   EXPECT_NE(s2.message().find("bytes of output requests"), std::string::npos) << s2.message();
 }
 
+// ---- token masks (constrained decoding) ---------------------------------------------------
+
+std::vector<uint32_t> MaskOf(int n_vocab, std::initializer_list<int32_t> ids) {
+  std::vector<uint32_t> m((n_vocab + 31) / 32, 0);
+  for (int32_t id : ids) m[id >> 5] |= uint32_t{1} << (id & 31);
+  return m;
+}
+
+TEST(TokenMasks, TravelBothWaysAndRestrictTheOutput) {
+  Limits limits;
+  limits.d_model = 4;
+  limits.n_vocab = 100;
+  ForwardHeader h;
+  h.id = 2;
+  h.dim = 4;
+  SeqRows s{0, 0, 3, {}};
+  s.out.kind = OutputKind::kVerify;
+  s.out.draft = {5, 6};
+  s.out.draft_q = {{}, {}};
+  std::vector<uint32_t> dense(4, 0xFFFFFFFFu);  // every token: sent as a bitset
+  s.out.masks = {MaskOf(100, {5, 9}), MaskOf(100, {6}), dense};
+  h.seqs.push_back(s);
+  std::vector<uint8_t> bytes = EncodeForwardHeader(h);
+  std::vector<uint8_t> rows(12 * 4, 0);
+  bytes.insert(bytes.end(), rows.begin(), rows.end());
+  ForwardHeader got;
+  std::span<const uint8_t> a;
+  ASSERT_TRUE(DecodeForward(bytes, limits, /*outputs=*/true, got, a).ok());
+  ASSERT_EQ(got.seqs[0].out.masks.size(), 3u);
+  EXPECT_EQ(got.seqs[0].out.masks[0], MaskOf(100, {5, 9}));
+  EXPECT_EQ(got.seqs[0].out.masks[1], MaskOf(100, {6}));
+  EXPECT_EQ(got.seqs[0].out.masks[2], dense);
+  // A mask count other than one per output row is refused.
+  ForwardHeader bad = h;
+  bad.seqs[0].out.masks.pop_back();
+  bytes = EncodeForwardHeader(bad);
+  bytes.insert(bytes.end(), rows.begin(), rows.end());
+  EXPECT_NE(DecodeForward(bytes, limits, true, got, a).message().find("2 token masks for sequence 0"), std::string::npos);
+
+  // At the last stage: the argmax of the allowed tokens, even where another token scores higher.
+  std::vector<float> logits(100, 0.0f);
+  logits[3] = 9.0f;  // the best, but not allowed
+  logits[42] = 5.0f;
+  logits[77] = 4.0f;
+  SeqRows one{0, 0, 1, {}};
+  one.out.masks = {MaskOf(100, {42, 77})};
+  const ResultMsg r = ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100);
+  ASSERT_EQ(r.seqs[0].rows.size(), 1u);
+  EXPECT_EQ(r.seqs[0].rows[0].token, 42);
+  // Unconstrained, the same row gives its own argmax.
+  one.out.masks.clear();
+  EXPECT_EQ(ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100).seqs[0].rows[0].token, 3);
+  // Sampled at a high temperature, only allowed tokens ever come out.
+  one.out.kind = OutputKind::kSample;
+  one.out.sampling.temperature = 5.0f;
+  one.out.masks = {MaskOf(100, {11, 12, 13})};
+  for (uint64_t pos = 0; pos < 200; ++pos) {
+    one.out.position = pos;
+    const int32_t t = ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100).seqs[0].rows[0].token;
+    EXPECT_TRUE(t == 11 || t == 12 || t == 13) << t;
+  }
+}
+
 // ---- the configure message -------------------------------------------------------------
 
 TEST(ConfigureMessage, RoundTripsAndBoundsItsLimits) {

@@ -120,7 +120,7 @@ test("an open <think> comes back as reasoning_content, streamed and not; reasoni
   assert.equal(raw.choices[0].message.reasoning_content, undefined);
 });
 
-test("template errors and tool choices daisy cannot honour are 4xx with the reason; the server stays up", async () => {
+test("template errors, bad tool choices and bad response formats are 4xx with the reason; the server stays up", async () => {
   const m = makeModel("m-errors", ["--layers", "1", "--type", "q8_0", "--tokenizer", tokenizerJson("gemma3")]);
   const s = await serve(m);
   const bad = async (body, status, code, text) => {
@@ -132,8 +132,10 @@ test("template errors and tool choices daisy cannot honour are 4xx with the reas
   // Gemma's template refuses roles that do not alternate: its own message comes back.
   await bad({messages: [{role: "user", content: "a"}, {role: "user", content: "b"}]}, 400, "chat_template_error",
             "Conversation roles must alternate user/assistant/user/assistant");
-  await bad({messages: [{role: "user", content: "a"}], tools: TOOLS, tool_choice: "required"}, 400, "unsupported_tool_choice",
-            "tool_choice 'required' is not supported yet");
+  await bad({messages: [{role: "user", content: "a"}], tools: TOOLS, tool_choice: {type: "function", function: {name: "nope"}}},
+            400, null, "'tool_choice' names 'nope', which is not among 'tools'");
+  await bad({messages: [{role: "user", content: "a"}], tool_choice: "required"}, 400, null, "forces a tool call but 'tools' is empty");
+  await bad({messages: [{role: "user", content: "a"}], response_format: {type: "yaml"}}, 400, null, "'response_format.type' must be");
   await bad({messages: [{role: "user", content: "a"}], tool_choice: "sometimes"}, 400, null, "'tool_choice' must be");
   await bad({messages: [{role: "robot", content: "a"}]}, 400, null, "daisy takes system, developer, user, assistant and tool messages");
   const applied = await s.post("/apply-template", {messages: [{role: "user", content: "a"}, {role: "user", content: "b"}]});
