@@ -52,6 +52,7 @@ int SeqDecoder::AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& 
   pipeline::SeqRows rows{seq_, c.start, static_cast<int32_t>(c.tokens.size()), {}};
   if (prompt.done()) {
     rows.out = NextTokenSpec(sampling_, history_);
+    rows.out.top_k = static_cast<uint16_t>(top_logprobs_);
     if (constraint_) rows.out.masks.push_back(constraint_->Next().words);
   } else {
     rows.out.kind = OutputKind::kNone;
@@ -73,6 +74,7 @@ void SeqDecoder::AddDecodeRows(pipeline::ForwardHeader& h, std::vector<int32_t>&
   }
   pipeline::SeqRows rows{seq_, static_cast<int32_t>(history_.size() - 1), decode_rows(),
                          NextTokenSpec(sampling_, history_)};
+  rows.out.top_k = static_cast<uint16_t>(top_logprobs_);
   if (constraint_) {
     for (size_t i = 0; i <= draft_.size(); ++i) {
       rows.out.masks.push_back(constraint_->Next(std::span<const int32_t>(draft_).first(i)).words);

@@ -49,6 +49,8 @@ class SeqDecoder {
   // the grammar refuses. Set before the prompt's last chunk is sent.
   void Constrain(std::unique_ptr<grammar::TokenConstraint> c) { constraint_ = std::move(c); }
   bool constrained() const { return constraint_ != nullptr; }
+  // Every output row also returns the `n` most likely tokens' log-probabilities.
+  void WantTopLogprobs(int n) { top_logprobs_ = n; }
 
   int32_t seq() const { return seq_; }
   const std::vector<int32_t>& history() const { return history_; }
@@ -97,6 +99,7 @@ class SeqDecoder {
   std::vector<float> confidence_;
   bool decode_step_ = false;  // the rows in flight are a decode step's (AddDecodeRows)
   std::unique_ptr<grammar::TokenConstraint> constraint_;
+  int top_logprobs_ = 0;
 };
 
 // What DraftTogether did.

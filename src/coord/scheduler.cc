@@ -27,6 +27,7 @@ Request::Update Request::Wait(size_t have, std::chrono::milliseconds timeout) {
   cv_.wait_for(lock, timeout, [&] { return done_ || tokens_.size() > have; });
   Update u;
   if (tokens_.size() > have) u.tokens.assign(tokens_.begin() + static_cast<std::ptrdiff_t>(have), tokens_.end());
+  if (logprobs_.size() > have) u.logprobs.assign(logprobs_.begin() + static_cast<std::ptrdiff_t>(have), logprobs_.end());
   u.done = done_;
   u.finish = finish_;
   u.error = error_;
@@ -38,11 +39,12 @@ double Request::time_to_first_token() const {
   return ttft_;
 }
 
-void Request::Push(int32_t token) {
+void Request::Push(int32_t token, TokenLogprob logprob) {
   {
     std::lock_guard lock(mu_);
     if (tokens_.empty()) ttft_ = Since(submitted_);
     tokens_.push_back(token);
+    if (params_.logprobs) logprobs_.push_back(std::move(logprob));
   }
   cv_.notify_all();
 }
@@ -181,6 +183,7 @@ bool Scheduler::Admit() {
     }
     s->dec = std::make_unique<SeqDecoder>(s->id, r->params().prompt, r->params().sampling,
                                           r->params().max_tokens, s->k.get());
+    if (r->params().logprobs) s->dec->WantTopLogprobs(r->params().top_logprobs);
     if (r->params().grammar && r->params().grammar_vocab) {
       s->dec->Constrain(std::make_unique<grammar::TokenConstraint>(r->params().grammar, r->params().grammar_vocab));
     }
@@ -326,7 +329,7 @@ Status Scheduler::FinishOldest() {
         End(s, Finish::kStop);
         break;
       }
-      s.req->Push(token);
+      s.req->Push(token, {(*settled)[j].logprob, std::move((*settled)[j].top)});
       if (s.delivered >= s.req->params().max_tokens) End(s, Finish::kLength);
     }
   }

@@ -54,6 +54,17 @@ struct RequestParams {
   // `grammar_vocab`'s tokens; none: free.
   std::shared_ptr<const grammar::Grammar> grammar;
   std::shared_ptr<const grammar::TokenVocab> grammar_vocab;
+  // Log-probabilities: of each generated token (`logprobs`), and of the `top_logprobs` most
+  // likely tokens at its position (at most pipeline::Limits::max_top_k).
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+// A generated token's log-probability under the model (temperature 1, before top-k/top-p
+// cuts; over the allowed tokens under a grammar) and the most likely alternatives.
+struct TokenLogprob {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
 };
 
 // One request, shared by the scheduler (which appends tokens) and its client (which reads them).
@@ -64,6 +75,7 @@ class Request {
 
   struct Update {
     std::vector<int32_t> tokens;  // new since `have`
+    std::vector<TokenLogprob> logprobs;  // theirs, when the request asked for log-probabilities
     bool done = false;
     Finish finish = Finish::kNone;
     Status error;                 // when finish == kError
@@ -96,7 +108,7 @@ class Request {
   }
 
   // Scheduler side.
-  void Push(int32_t token);
+  void Push(int32_t token, TokenLogprob logprob = {});
   void End(Finish f, Status error = Status::Ok());
 
  private:
@@ -106,6 +118,7 @@ class Request {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<int32_t> tokens_;
+  std::vector<TokenLogprob> logprobs_;
   bool done_ = false;
   Finish finish_ = Finish::kNone;
   Status error_;

@@ -72,6 +72,10 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
         }
       }
       row.logprob = row.token >= 0 ? static_cast<float>(l[row.token] - log_z) : 0.0f;
+      if (s.out.top_k > 0 && s.out.kind != OutputKind::kTopK && s.out.kind != OutputKind::kNone) {
+        runtime::TopK(l, s.out.top_k, order);  // the alternatives, with the token's own log-probability
+        for (int32_t t : order) row.top.push_back({t, static_cast<float>(l[t] - log_z)});
+      }
       sr.rows.push_back(std::move(row));
     }
     r.seqs.push_back(std::move(sr));
@@ -87,8 +91,15 @@ void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, s
   std::vector<int32_t> history = out.history;  // grows with the accepted drafts (penalty)
   std::vector<runtime::Sampler::Weighted> p;
   const int k = static_cast<int>(out.draft.size());
+  std::vector<int32_t> order;
   auto emit = [&](std::span<const float> l, int32_t token) {
-    rows.push_back({token, static_cast<float>(l[token] - runtime::LogSumExp(l)), {}, {}});
+    const double log_z = runtime::LogSumExp(l);
+    RowOutput row{token, static_cast<float>(l[token] - log_z), {}, {}};
+    if (out.top_k > 0) {
+      runtime::TopK(l, out.top_k, order);
+      for (int32_t t : order) row.top.push_back({t, static_cast<float>(l[t] - log_z)});
+    }
+    rows.push_back(std::move(row));
   };
   for (int i = 0; i <= k; ++i) {
     const std::span<const float> l = logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab);

@@ -217,8 +217,8 @@ Status DecodeOutputs(std::span<const uint8_t> section, const Limits& limits, For
     }
     s.out.kind = static_cast<OutputKind>(kind);
     s.out.all_rows = all != 0;
-    if (s.out.kind == OutputKind::kTopK && (s.out.top_k < 1 || s.out.top_k > limits.max_top_k ||
-                                            s.out.top_k > limits.n_vocab)) {
+    if ((s.out.kind == OutputKind::kTopK && s.out.top_k < 1) || s.out.top_k > limits.max_top_k ||
+        s.out.top_k > limits.n_vocab) {
       return DataLoss("forward: top-k of %u (1 to %d allowed)", s.out.top_k,
                       std::min(limits.max_top_k, limits.n_vocab));
     }

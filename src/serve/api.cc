@@ -333,8 +333,18 @@ Refusal Sampling(const json& body, bool chat, int prompt_len, const ApiContext& 
     if (Refusal r = Number(body, k, -2, 2, false, penalty)) return r;
     if (penalty && *penalty != 0) return Invalid(k, std::string("'") + k + "' is not supported (only 0)");
   }
-  if (body.contains("logprobs") && !body["logprobs"].is_null() && body["logprobs"] != false) {
-    return Invalid("logprobs", "'logprobs' is not supported yet");
+  if (chat) {
+    if (Refusal r = Bool(body, "logprobs", p.logprobs)) return r;
+    std::optional<double> top;
+    if (Refusal r = Number(body, "top_logprobs", 0, 20, true, top)) return r;
+    if (top && !p.logprobs) return Invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    p.top_logprobs = top ? static_cast<int>(*top) : 0;
+  } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+    // The legacy completions API: logprobs is the number of alternatives (0 to 5).
+    std::optional<double> top;
+    if (Refusal r = Number(body, "logprobs", 0, 5, true, top)) return r;
+    p.logprobs = true;
+    p.top_logprobs = static_cast<int>(*top);
   }
   const int room = ctx.capacity - prompt_len;
   if (max_tokens) {

@@ -1,6 +1,7 @@
 #include "serve/completion.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/strings.h"
 
@@ -56,7 +57,8 @@ std::string StopText::Add(const std::vector<int32_t>& tokens, bool end) {
 
 Completion::Completion(std::shared_ptr<Request> req, const tokenizer::Tokenizer& t, const CompletionRequest& parsed,
                        std::string model, std::string id, long long created)
-    : req_(std::move(req)), text_(t, parsed.stops, parsed.preserved_tokens), output_(parsed.output),
+    : req_(std::move(req)), tok_(t), text_(t, parsed.stops, parsed.preserved_tokens), output_(parsed.output),
+      logprobs_(parsed.params.logprobs),
       chat_(parsed.chat), include_usage_(parsed.include_usage),
       continuous_usage_(parsed.continuous_usage), prompt_tokens_(static_cast<int>(parsed.params.prompt.size())),
       model_(std::move(model)), id_(std::move(id)), created_(created) {}
@@ -87,6 +89,42 @@ json Completion::ToolCallJson(const ToolCall& c, size_t index, bool with_index) 
             {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
   if (with_index) j["index"] = index;
   return j;
+}
+
+json Completion::Logprobs(const std::vector<int32_t>& tokens, const std::vector<coord::TokenLogprob>& lps,
+                          size_t offset) const {
+  auto piece = [&](int32_t id) { return std::string(tok_.TokenToPiece(id, false)); };
+  auto bytes = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(static_cast<int>(c));
+    return b;
+  };
+  const size_t n = std::min(tokens.size(), lps.size());
+  if (chat_) {
+    json content = json::array();
+    for (size_t i = 0; i < n; ++i) {
+      const std::string t = piece(tokens[i]);
+      json top = json::array();
+      for (auto [id, lp] : lps[i].top) {
+        const std::string a = piece(id);
+        top.push_back({{"token", a}, {"logprob", std::isfinite(lp) ? lp : -9999.0f}, {"bytes", bytes(a)}});
+      }
+      content.push_back({{"token", t}, {"logprob", lps[i].logprob}, {"bytes", bytes(t)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json toks = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string t = piece(tokens[i]);
+    toks.push_back(t);
+    token_lps.push_back(lps[i].logprob);
+    json top = json::object();
+    for (auto [id, lp] : lps[i].top) top[piece(id)] = std::isfinite(lp) ? lp : -9999.0f;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += t.size();
+  }
+  return {{"tokens", toks}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
 json Completion::Message(const ChatOutput& o) const {
@@ -149,6 +187,8 @@ std::optional<ApiError> Completion::Once(json& body) {
   Request::Update u;
   do {
     u = req_->Wait(text_.tokens(), std::chrono::milliseconds(1000));
+    all_tokens_.insert(all_tokens_.end(), u.tokens.begin(), u.tokens.end());
+    all_logprobs_.insert(all_logprobs_.end(), u.logprobs.begin(), u.logprobs.end());
     text_.Add(u.tokens, u.done);
     if (text_.stopped()) req_->StopAtString();
   } while (!u.done);
@@ -165,6 +205,7 @@ std::optional<ApiError> Completion::Once(json& body) {
   } else {
     choice["text"] = text_.text();
   }
+  if (logprobs_) choice["logprobs"] = Logprobs(all_tokens_, all_logprobs_, 0);
   body = {{"id", id_}, {"object", chat_ ? "chat.completion" : "text_completion"}, {"created", created_},
           {"model", model_}, {"choices", json::array({choice})}, {"usage", Usage()}};
   return std::nullopt;
@@ -186,15 +227,22 @@ Completion::Turn Completion::Stream(const std::function<bool(const std::string&)
   const bool was_stopped = text_.stopped();
   const std::string piece = text_.Add(u.tokens, u.done);
   if (text_.stopped() && !was_stopped) req_->StopAtString();
+  // This update's tokens' log-probabilities go with the chunk they arrive in.
+  const json lps = logprobs_ && !u.tokens.empty() ? Logprobs(u.tokens, u.logprobs, logprob_offset_) : json(nullptr);
+  if (logprobs_) {
+    for (int32_t t : u.tokens) logprob_offset_ += tok_.TokenToPiece(t, false).size();
+  }
   if (structured()) {
     const json delta = StructuredDelta(u.done || text_.stopped());
-    if (!delta.is_null() || (continuous_usage_ && !u.tokens.empty())) {
-      json choice = {{"index", 0}, {"delta", delta.is_null() ? json::object() : delta}, {"logprobs", nullptr},
+    if (!delta.is_null() || !lps.is_null() || (continuous_usage_ && !u.tokens.empty())) {
+      json choice = {{"index", 0}, {"delta", delta.is_null() ? json::object() : delta}, {"logprobs", lps},
                      {"finish_reason", nullptr}};
       if (!write(Event(choice, continuous_usage_ ? Usage() : json(nullptr)))) return gone();
     }
-  } else if (!piece.empty() || (continuous_usage_ && !u.tokens.empty())) {
-    if (!write(Event(Choice(piece, nullptr, false), continuous_usage_ ? Usage() : json(nullptr)))) return gone();
+  } else if (!piece.empty() || !lps.is_null() || (continuous_usage_ && !u.tokens.empty())) {
+    json choice = Choice(piece, nullptr, false);
+    choice["logprobs"] = lps;
+    if (!write(Event(choice, continuous_usage_ ? Usage() : json(nullptr)))) return gone();
   }
   if (!u.done && !text_.stopped()) return writable() ? Turn::kMore : gone();
   std::string tail;

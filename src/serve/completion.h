@@ -73,10 +73,19 @@ class Completion {
   nlohmann::json Message(const ChatOutput& o) const;
   nlohmann::json StructuredDelta(bool final);
   nlohmann::json ToolCallJson(const ToolCall& c, size_t index, bool with_index) const;
+  // Log-probabilities in OpenAI's shapes for `tokens` (the chat API's content list, or the
+  // completions API's parallel lists from text offset `offset`).
+  nlohmann::json Logprobs(const std::vector<int32_t>& tokens, const std::vector<coord::TokenLogprob>& lps,
+                          size_t offset) const;
 
   std::shared_ptr<coord::Request> req_;
+  const tokenizer::Tokenizer& tok_;
   StopText text_;
   ChatOutputFormat output_;
+  bool logprobs_ = false;
+  std::vector<int32_t> all_tokens_;
+  std::vector<coord::TokenLogprob> all_logprobs_;
+  size_t logprob_offset_ = 0;  // completions: text bytes before the next token
   size_t sent_reasoning_ = 0, sent_content_ = 0, sent_calls_ = 0;
   bool chat_, include_usage_, continuous_usage_;
   int prompt_tokens_;

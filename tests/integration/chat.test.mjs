@@ -275,3 +275,42 @@ test("tool_choice required and a named function force a call, parsed into tool_c
     s.proc.kill("SIGTERM");
   }
 });
+
+test("logprobs and top_logprobs (chat) and logprobs (completions) are the model's, streamed and not", async () => {
+  const m = makeModel("m-logprobs", ["--layers", "2", "--type", "q8_0", "--seed", "23", "--tokenizer", tokenizerJson("llama3")]);
+  const s = await serve(m);
+  const messages = [{role: "user", content: "Count."}];
+  const prompt = chatTemplate(m, {messages, add_generation_prompt: true});
+  const plain = alone(m, prompt, 6, "<|begin_of_text|>");  // ids and each token's log-probability
+  const r = await s.client.chat.completions.create({model: s.ready.model, messages, max_tokens: 6, temperature: 0,
+                                                    logprobs: true, top_logprobs: 3});
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, 6);
+  assert.equal(content.map((c) => c.token).join(""), r.choices[0].message.content);
+  content.forEach((c, i) => {
+    assert.ok(Math.abs(c.logprob - plain.logprobs[i]) < 1e-4, `token ${i}: ${c.logprob} vs ${plain.logprobs[i]}`);
+    assert.equal(c.top_logprobs.length, 3);
+    assert.equal(c.top_logprobs[0].token, c.token);  // greedy: the most likely one
+    assert.ok(Math.abs(c.top_logprobs[0].logprob - c.logprob) < 1e-6);
+    assert.ok(c.top_logprobs[1].logprob <= c.top_logprobs[0].logprob && c.top_logprobs[2].logprob <= c.top_logprobs[1].logprob);
+    assert.deepEqual(Buffer.from(c.bytes).toString("utf8"), c.token);
+  });
+  let streamed = [];
+  for await (const c of await s.client.chat.completions.create({model: s.ready.model, messages, max_tokens: 6, temperature: 0,
+                                                                logprobs: true, top_logprobs: 3, stream: true})) {
+    streamed.push(...(c.choices[0]?.logprobs?.content ?? []));
+  }
+  assert.deepEqual(streamed, content);
+  // The completions API: tokens, token_logprobs, top_logprobs maps, text offsets.
+  const text = prompt.slice("<|begin_of_text|>".length);
+  const c = await s.client.completions.create({model: s.ready.model, prompt: text, max_tokens: 6, temperature: 0, logprobs: 2});
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.join(""), c.choices[0].text);
+  assert.equal(lp.text_offset[0], 0);
+  assert.equal(lp.text_offset[1], lp.tokens[0].length);
+  lp.token_logprobs.forEach((x, i) => assert.ok(Math.abs(x - plain.logprobs[i]) < 1e-4));
+  assert.equal(Object.keys(lp.top_logprobs[0]).length <= 2, true);
+  const bad = await s.post("/v1/chat/completions", {messages, top_logprobs: 3});
+  assert.equal(bad.status, 400);
+  assert.match(bad.body.error.message, /'top_logprobs' needs 'logprobs': true/);
+});
