@@ -328,7 +328,7 @@ Refusal Sampling(const json& body, bool chat, int prompt_len, const ApiContext& 
         std::tuple{"min_p", 0.0, 1.0, false, &min_p}, std::tuple{"seed", -9.3e18, 9.3e18, true, &seed}}) {
     if (Refusal r = Number(body, key, lo, hi, integer, *out)) return r;
   }
-  if (Number(body, "n", 1, 1, true, n)) return Invalid("n", "'n' must be 1: daisy returns one choice per request");
+  if (Refusal r = Number(body, "n", 1, kMaxChoices, true, n)) return r;
   for (const char* k : {"presence_penalty", "frequency_penalty"}) {
     if (Refusal r = Number(body, k, -2, 2, false, penalty)) return r;
     if (penalty && *penalty != 0) return Invalid(k, std::string("'") + k + "' is not supported (only 0)");
@@ -369,6 +369,9 @@ Refusal Sampling(const json& body, bool chat, int prompt_len, const ApiContext& 
 
 // Stop strings, streaming and daisy's and llama.cpp's extensions.
 Refusal Options(const json& body, const ApiContext& ctx, CompletionRequest& out) {
+  std::optional<double> n;
+  if (Refusal r = Number(body, "n", 1, kMaxChoices, true, n)) return r;
+  out.n = n ? static_cast<int>(*n) : 1;
   if (body.contains("stop") && !body["stop"].is_null()) {
     const json& s = body["stop"];
     std::vector<json> list = s.is_array() ? std::vector<json>(s.begin(), s.end()) : std::vector<json>{s};

@@ -55,6 +55,7 @@ struct CompletionRequest {
   // tool_choice "required" (any of the tools) or naming one: the output is forced to a call.
   bool tool_required = false;
   std::string tool_name;
+  int n = 1;  // choices: n requests of the same prompt, seeds seed, seed + 1, ...
 };
 
 // The vocabularies constrained decoding works over (one per set of special tokens printed as
@@ -81,6 +82,7 @@ struct ApiContext {
 };
 
 inline constexpr int kMaxStops = 4;
+inline constexpr int kMaxChoices = 8;
 inline constexpr size_t kMaxStopBytes = 256;
 inline constexpr size_t kMaxMessages = 4096;
 

@@ -167,7 +167,7 @@ json Completion::FinishReason(const Request::Update& u) const {
 }
 
 json Completion::Choice(const std::string& text, const json& finish, bool last) const {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  json choice = {{"index", index_}, {"logprobs", nullptr}, {"finish_reason", finish}};
   if (chat_) {
     choice["delta"] = last ? json::object() : json{{"content", text}};
   } else {
@@ -194,7 +194,7 @@ std::optional<ApiError> Completion::Once(json& body) {
   } while (!u.done);
   if (u.finish == Finish::kError) return FromStatus(u.error.ok() ? Internal("failed") : u.error);
   finished_ = true;
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(u)}};
+  json choice = {{"index", index_}, {"logprobs", nullptr}, {"finish_reason", FinishReason(u)}};
   if (structured()) {
     const ChatOutput o = ParseChatOutput(output_, text_.text(), true);
     sent_calls_ = o.calls.size();
@@ -219,7 +219,7 @@ Completion::Turn Completion::Stream(const std::function<bool(const std::string&)
   };
   if (chat_ && !started_) {
     started_ = true;
-    json first = {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+    json first = {{"index", index_}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
                   {"finish_reason", nullptr}};
     if (!write(Event(first))) return gone();
   }
@@ -235,7 +235,7 @@ Completion::Turn Completion::Stream(const std::function<bool(const std::string&)
   if (structured()) {
     const json delta = StructuredDelta(u.done || text_.stopped());
     if (!delta.is_null() || !lps.is_null() || (continuous_usage_ && !u.tokens.empty())) {
-      json choice = {{"index", 0}, {"delta", delta.is_null() ? json::object() : delta}, {"logprobs", lps},
+      json choice = {{"index", index_}, {"delta", delta.is_null() ? json::object() : delta}, {"logprobs", lps},
                      {"finish_reason", nullptr}};
       if (!write(Event(choice, continuous_usage_ ? Usage() : json(nullptr)))) return gone();
     }
@@ -251,9 +251,14 @@ Completion::Turn Completion::Stream(const std::function<bool(const std::string&)
   } else {
     finished_ = true;
     tail = Event(Choice("", FinishReason(u), true), continuous_usage_ ? Usage() : json(nullptr));
-    if (include_usage_) tail += Event(nullptr, Usage());
+    if (include_usage_ && last_) {
+      json usage = Usage();
+      usage["completion_tokens"] = usage["completion_tokens"].get<int>() + earlier_tokens_;
+      usage["total_tokens"] = usage["total_tokens"].get<int>() + earlier_tokens_;
+      tail += Event(nullptr, usage);
+    }
   }
-  tail += "data: [DONE]\n\n";
+  if (last_) tail += "data: [DONE]\n\n";
   write(tail);
   return Turn::kDone;
 }

@@ -47,6 +47,14 @@ class Completion {
              std::string model, std::string id, long long created);
 
   const coord::Request& request() const { return *req_; }
+  // Choice `index` of several (n > 1): its events carry the index; only the `last` writes the
+  // usage chunk (with `earlier_tokens`, the other choices' completion tokens) and [DONE].
+  void AsChoice(int index, bool last, int earlier_tokens) {
+    index_ = index;
+    last_ = last;
+    earlier_tokens_ = earlier_tokens;
+  }
+  int completion_tokens() const { return static_cast<int>(text_.tokens()); }
   // The whole answer once the request ends, or the error it ended with.
   std::optional<ApiError> Once(nlohmann::json& body);
   // One turn of a stream: waits up to `wait` for news and writes what is ready as events
@@ -92,6 +100,9 @@ class Completion {
   std::string model_, id_;
   long long created_;
   bool started_ = false;   // a chat stream's first (role) event is out
+  int index_ = 0;
+  bool last_ = true;
+  int earlier_tokens_ = 0;
   bool finished_ = false;
 };
 

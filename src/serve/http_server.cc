@@ -143,34 +143,74 @@ void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, b
                        scheduler_.options().spec_k_max, vocabs_.get()};
   CompletionRequest parsed;
   if (std::optional<ApiError> refused = ParseCompletion(req.body, chat, ctx, parsed)) return Refuse(res, *refused);
-  auto submitted = scheduler_.Submit(parsed.params);
-  if (!submitted.ok()) return Refuse(res, FromStatus(submitted.status()));
-  auto completion = std::make_shared<Completion>(*submitted, tokenizer_, parsed, o_.model_name, ResponseId(chat),
-                                                 static_cast<long long>(std::time(nullptr)));
+  // n choices: n requests of the same prompt, the seed counting up from the request's.
+  std::vector<std::shared_ptr<Completion>> completions;
+  const std::string id = ResponseId(chat);
+  const long long created = static_cast<long long>(std::time(nullptr));
+  for (int i = 0; i < parsed.n; ++i) {
+    coord::RequestParams params = parsed.params;
+    params.sampling.seed += static_cast<uint64_t>(i);
+    auto submitted = scheduler_.Submit(std::move(params));
+    if (!submitted.ok()) {
+      for (auto& c : completions) c->Cancel();
+      return Refuse(res, FromStatus(submitted.status()));
+    }
+    completions.push_back(std::make_shared<Completion>(*submitted, tokenizer_, parsed, o_.model_name, id, created));
+    completions.back()->AsChoice(i, i + 1 == parsed.n, 0);
+  }
   auto counters = counters_;
-  const auto record = [counters, completion] { counters->Completed(completion->request().time_to_first_token()); };
+  const auto record = [counters](const Completion& c) { counters->Completed(c.request().time_to_first_token()); };
   if (!parsed.stream) {
     json body;
-    if (std::optional<ApiError> failed = completion->Once(body)) return Refuse(res, *failed);
-    record();
+    int completion_tokens = 0;
+    for (auto& c : completions) {
+      json one;
+      if (std::optional<ApiError> failed = c->Once(one)) {
+        for (auto& other : completions) other->Cancel();
+        return Refuse(res, *failed);
+      }
+      record(*c);
+      completion_tokens += one["usage"]["completion_tokens"].get<int>();
+      if (body.is_null()) {
+        body = std::move(one);
+      } else {
+        body["choices"].push_back(one["choices"][0]);
+      }
+    }
+    body["usage"]["completion_tokens"] = completion_tokens;
+    body["usage"]["total_tokens"] = body["usage"]["prompt_tokens"].get<int>() + completion_tokens;
     res.set_content(Dump(body), "application/json");
     return;
   }
+  // Streamed: the choices one after the other (clients assemble them by index).
   res.set_header("Cache-Control", "no-cache");
+  auto next = std::make_shared<size_t>(0);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [completion, record](size_t, httplib::DataSink& sink) {
-        const Completion::Turn turn = completion->Stream(
+      [completions, next, record](size_t, httplib::DataSink& sink) {
+        Completion& c = *completions[*next];
+        const Completion::Turn turn = c.Stream(
             [&](const std::string& s) { return sink.write(s.data(), s.size()); }, [&] { return sink.is_writable(); });
-        if (turn == Completion::Turn::kGone) return false;
+        if (turn == Completion::Turn::kGone) {
+          for (auto& other : completions) other->Cancel();
+          return false;
+        }
         if (turn == Completion::Turn::kDone) {
-          if (completion->finished()) record();
-          sink.done();
+          if (c.finished()) record(c);
+          if (++*next == completions.size()) {
+            sink.done();
+          } else {
+            int earlier = 0;
+            for (size_t k = 0; k < *next; ++k) earlier += completions[k]->completion_tokens();
+            if (*next + 1 == completions.size()) completions[*next]->AsChoice(static_cast<int>(*next), true, earlier);
+          }
         }
         return true;
       },
-      [completion](bool success) {
-        if (!success) completion->Cancel();
+      [completions](bool success) {
+        if (!success) {
+          for (auto& c : completions) c->Cancel();
+        }
       });
 }
 

@@ -29,7 +29,8 @@ const TOOL_TURN = [
 ];
 
 async function serve(modelPath, extra = []) {
-  const s = await start(["serve", "-m", modelPath, "--http", "127.0.0.1:0", "-t", "1", "--ctx", "512", "--max-seqs", "2", ...extra]);
+  const seqs = extra.includes("--max-seqs") ? [] : ["--max-seqs", "2"];
+  const s = await start(["serve", "-m", modelPath, "--http", "127.0.0.1:0", "-t", "1", "--ctx", "512", ...seqs, ...extra]);
   servers.push(s);
   s.client = new OpenAI({baseURL: `http://127.0.0.1:${s.port}/v1`, apiKey: "none", maxRetries: 0});
   s.post = async (p, body) => {
@@ -313,4 +314,31 @@ test("logprobs and top_logprobs (chat) and logprobs (completions) are the model'
   const bad = await s.post("/v1/chat/completions", {messages, top_logprobs: 3});
   assert.equal(bad.status, 400);
   assert.match(bad.body.error.message, /'top_logprobs' needs 'logprobs': true/);
+});
+
+test("n choices are the single requests with seeds seed, seed + 1, ...; streamed by index", async () => {
+  const m = makeModel("m-n", ["--layers", "2", "--type", "q8_0", "--seed", "29", "--tokenizer", tokenizerJson("llama3")]);
+  const s = await serve(m, ["--max-seqs", "4"]);
+  const messages = [{role: "user", content: "Say something."}];
+  const base = {model: s.ready.model, messages, max_tokens: 8, temperature: 1.0, seed: 40};
+  const r = await s.client.chat.completions.create({...base, n: 3});
+  assert.equal(r.choices.length, 3);
+  const singles = [];
+  for (let i = 0; i < 3; i++) singles.push((await s.client.chat.completions.create({...base, seed: 40 + i})).choices[0]);
+  r.choices.forEach((c, i) => {
+    assert.equal(c.index, i);
+    assert.equal(c.message.content, singles[i].message.content);
+  });
+  assert.equal(r.usage.completion_tokens, 24);
+  const texts = ["", "", ""];
+  let usage = null;
+  for await (const c of await s.client.chat.completions.create({...base, n: 3, stream: true, stream_options: {include_usage: true}})) {
+    for (const ch of c.choices) texts[ch.index] += ch.delta?.content ?? "";
+    if (c.usage) usage = c.usage;
+  }
+  assert.deepEqual(texts, singles.map((c) => c.message.content));
+  assert.equal(usage.completion_tokens, 24);
+  const bad = await s.post("/v1/chat/completions", {messages, n: 9});
+  assert.equal(bad.status, 400);
+  assert.match(bad.body.error.message, /'n' is 9; it must be between 1 and 8/);
 });
