@@ -77,7 +77,7 @@ TokenMask TokenConstraint::Next(std::span<const int32_t> extra) {
   const std::string key = m.Key();
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   TokenMask mask = vocab_->Allowed(m);
-  if (cache_.size() >= 4096) cache_.clear();
+  if (cache_.size() >= 256) cache_.clear();  // a mask is n_vocab / 8 bytes: 256 of a 150k vocabulary, 5 MB
   cache_.emplace(key, mask);
   return mask;
 }

@@ -184,7 +184,7 @@ test("bad requests get OpenAI-style 4xx errors and the server stays up", async (
                        (e) => e.status === 400 && e.param === "prompt");
   const auth = {"Authorization": `Bearer ${KEY}`, "Content-Type": "application/json"};
   for (const body of ["{not json", "[1,2]", '{"prompt": "x", "max_tokens": "many"}', '{"prompt": "x", "stream": "yes"}',
-                      '{"prompt": "x", "stop": ["a","b","c","d","e"]}', '{"prompt": "x", "n": 3}']) {
+                      '{"prompt": "x", "stop": ["a","b","c","d","e"]}', '{"prompt": "x", "n": 30}']) {
     const r = await fetch(`${base}/v1/completions`, {method: "POST", headers: auth, body});
     assert.equal(r.status, 400, body);
     const j = await r.json();
