@@ -32,6 +32,7 @@ struct ServeFlags : CoordinatorFlags {
   int queue = 64;
   int prefill_chunk = 64;
   std::string chat_template;
+  double resume_wait = 30;
   SpeculativeFlags spec;
 };
 
@@ -78,6 +79,8 @@ int Serve(const ServeFlags& f) {
   so.seq_capacity = ctx;
   so.max_batch_rows = std::max(1, f.batch);
   so.prefill_chunk = f.prefill_chunk;
+  if (!(f.resume_wait >= 0 && f.resume_wait <= 86400)) return Fail("--resume-wait must be 0 to 86400 seconds");
+  so.resume_wait = f.resume_wait;
   const tokenizer::Tokenizer& tok = *l.tokenizer;
   so.is_eog = [&tok](int32_t t) { return tok.is_eog(t); };
   so.drafter = (*spec)->drafter.get();
@@ -140,6 +143,10 @@ Runner AddServe(CLI::App& app) {
                  "File whose first line is the API key clients must send (Authorization: Bearer); "
                  "default: $DAISY_API_KEY, else none");
   app.add_option("--model-name", f->model_name, "The model id in the API (default: general.name)");
+  app.add_option("--resume-wait", f->resume_wait,
+                 "Seconds to hold the requests in flight while a lost worker comes back (then they resume "
+                 "exactly where they were); 0: fail them at once")
+      ->capture_default_str();
   app.add_option("--chat-template", f->chat_template,
                  "A Jinja chat template file to use instead of the model's tokenizer.chat_template");
   app.add_option("-c,--ctx", f->ctx, "KV positions per sequence (default: the model's, at most 4096)");

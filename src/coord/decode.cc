@@ -42,11 +42,12 @@ Status CheckSettled(const pipeline::SeqResult* out, std::span<const int32_t> dra
 
 SeqDecoder::SeqDecoder(int32_t seq, std::span<const int32_t> prompt, const runtime::SamplingParams& sampling,
                        int max_tokens, KController* k)
-    : seq_(seq), history_(prompt.begin(), prompt.end()), prompt_size_(prompt.size()), sampling_(sampling),
+    : seq_(seq), history_(prompt.begin(), prompt.end()), prompt_size_(prompt.size()), prefill_size_(prompt.size()),
+      sampling_(sampling),
       max_tokens_(max_tokens), k_(k) {}
 
 int SeqDecoder::AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& tokens, size_t max_rows) {
-  Chunker prompt(std::span<const int32_t>(history_).first(prompt_size_), 0, prefilled_);
+  Chunker prompt(std::span<const int32_t>(history_).first(prefill_size_), 0, prefilled_);
   const Chunk c = prompt.Take(max_rows);
   prefilled_ = prompt.taken();
   pipeline::SeqRows rows{seq_, c.start, static_cast<int32_t>(c.tokens.size()), {}};
@@ -89,6 +90,16 @@ void SeqDecoder::AddDecodeRows(pipeline::ForwardHeader& h, std::vector<int32_t>&
   h.seqs.push_back(std::move(rows));
   tokens.push_back(history_.back());
   tokens.insert(tokens.end(), draft_.begin(), draft_.end());
+}
+
+size_t SeqDecoder::Restart() {
+  prefill_size_ = history_.size();
+  prefilled_ = 0;
+  decode_step_ = false;
+  draft_.clear();
+  q_.clear();
+  confidence_.clear();
+  return prefill_size_;
 }
 
 Result<std::vector<pipeline::RowOutput>> SeqDecoder::Settle(const pipeline::ResultMsg& r, int32_t n_vocab,

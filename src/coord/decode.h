@@ -61,7 +61,11 @@ class SeqDecoder {
 
   // The prompt: its next chunk of at most `max_rows` rows; the last chunk asks for the first
   // token (as `out` when given, else NextTokenSpec), the others for nothing. Returns the rows.
-  bool prompt_done() const { return prefilled_ == prompt_size_; }
+  bool prompt_done() const { return prefilled_ == prefill_size_; }
+  // The pipeline lost this sequence's KV: read the whole history (prompt and settled tokens)
+  // again as a prompt, whose last chunk asks for the next token exactly as a decode step would
+  // (same position, same draw). Drafts in flight are dropped. Returns the tokens to re-read.
+  size_t Restart();
   int AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& tokens, size_t max_rows);
 
   // Decoding: the drafts a verify may still carry (the tokens wanted, less the one the verify
@@ -87,6 +91,7 @@ class SeqDecoder {
   int32_t seq_;
   std::vector<int32_t> history_;  // the prompt, then every settled token
   size_t prompt_size_;
+  size_t prefill_size_;           // rows to read as a prompt: the prompt, or after Restart the history
   size_t prefilled_ = 0;          // prompt rows sent
   runtime::SamplingParams sampling_;
   int max_tokens_;

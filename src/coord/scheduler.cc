@@ -378,6 +378,31 @@ void Scheduler::Fail(const Status& why) {
     return;
   }
   // The ring is down: every sequence's KV is gone with it.
+  {
+    std::lock_guard lock(mu_);
+    ++metrics_.ring_failures;
+  }
+  if (o_.resume_wait > 0) {
+    // Keep the requests: once the ring is back, each reads its history again and goes on.
+    int kept = 0;
+    for (auto& s : active_) {
+      s->in_flight = false;
+      if (!s->done) ++kept;
+    }
+    in_flight_.clear();
+    std::fill(group_busy_.begin(), group_busy_.end(), false);
+    if (!broken_) {
+      pause_started_ = Clock::now();
+      DAISY_LOG_WARN("serve: %s; holding %d requests for up to %g s while the pipeline is rebuilt",
+                     why.message().c_str(), kept, o_.resume_wait);
+    }
+    broken_ = true;
+    last_failure_ = why;
+    for (auto& s : active_) {
+      if (!s->done) s->dec->Restart();
+    }
+    return;
+  }
   DAISY_LOG_WARN("serve: %s", why.message().c_str());
   for (auto& s : active_) {
     s->in_flight = false;
@@ -410,15 +435,46 @@ void Scheduler::Loop() {
     }
     if (broken_ && !active_.empty()) {
       const Status st = pipe_.Recover();
+      const bool resuming = o_.resume_wait > 0;
       if (st.ok()) {
         broken_ = false;
-        DAISY_LOG_INFO("serve: the pipeline is back");
+        if (resuming) {
+          uint64_t refill = 0;
+          int resumed = 0;
+          for (auto& s : active_) {
+            if (s->done) continue;
+            refill += s->dec->Restart();
+            ++resumed;
+          }
+          const double paused = Since(pause_started_);
+          DAISY_LOG_INFO("serve: the pipeline is back after %.1f s; resuming %d requests (%llu tokens to read again)",
+                         paused, resumed, static_cast<unsigned long long>(refill));
+          std::lock_guard lock(mu_);
+          ++metrics_.resumes;
+          metrics_.refilled_tokens += refill;
+          metrics_.paused_seconds += paused;
+        } else {
+          DAISY_LOG_INFO("serve: the pipeline is back");
+        }
+      } else if (resuming && Since(pause_started_) < o_.resume_wait) {
+        // Not back yet: try again shortly (cancelled requests are swept meanwhile).
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_; });
+        continue;
       } else {
+        const Status gone = resuming ? Unavailable("%s; the pipeline was not back within %g s (%s)",
+                                                   last_failure_.message().c_str(), o_.resume_wait,
+                                                   st.message().c_str())
+                                     : st;
         for (auto& s : active_) {
-          if (!s->done) End(*s, Finish::kError, st);
+          if (!s->done) End(*s, Finish::kError, gone);
           Forget(*s);
         }
         active_.clear();
+        if (resuming) {
+          std::lock_guard lock(mu_);
+          metrics_.paused_seconds += Since(pause_started_);
+        }
       }
     }
     // Start micro-batches for idle groups, round-robin, while slots are free.

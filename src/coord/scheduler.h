@@ -146,6 +146,11 @@ struct SchedulerOptions {
   const KController* spec_start = nullptr;
   std::function<void(const KController&)> on_learned;
   double learned_every = 30;
+  // Resume: when the workers' ring goes down (a worker died, hung past its timeout or was
+  // restarted), keep the requests in flight and rebuild the ring for up to this many seconds;
+  // then every sequence reads its whole history again (prompt and generated tokens, as a
+  // prompt) and goes on, its output identical to an uninterrupted run. 0: fail them at once.
+  double resume_wait = 0;
 };
 
 struct SchedulerMetrics {
@@ -163,10 +168,15 @@ struct SchedulerMetrics {
   uint64_t verifies = 0, drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
   double draft_seconds = 0;  // in the drafter
   int spec_k_start = 0;      // the K the next adaptive speculative sequence starts from
+  // Resume (SchedulerOptions::resume_wait): times the ring went down, times it came back with
+  // requests resumed, tokens read again to rebuild their KV, and seconds paused.
+  uint64_t ring_failures = 0, resumes = 0, refilled_tokens = 0;
+  double paused_seconds = 0;
 };
 
 class Scheduler {
  public:
+  using Clock = std::chrono::steady_clock;
   Scheduler(pipeline::Pipeline& pipe, SchedulerOptions options);
   ~Scheduler();  // stops: pending requests end with an error
   Scheduler(const Scheduler&) = delete;
@@ -212,6 +222,8 @@ class Scheduler {
   int next_group_ = 0;
   int32_t next_seq_ = 0;
   bool broken_ = false;
+  Clock::time_point pause_started_;  // when the ring went down (resume)
+  Status last_failure_;              // why
   // The controller of the sequence that verified last: a new sequence starts from what it
   // learned about the pipeline (verify time per K, drafting time) and the drafts (K, acceptance).
   std::optional<KController> learned_k_;

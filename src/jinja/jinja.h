@@ -113,6 +113,10 @@ struct Object {
   void Set(const std::string& key, Value v);
 };
 
+// The nesting depth of `j` (1 for a scalar), without recursion.
+size_t JsonDepth(const nlohmann::ordered_json& j);
+inline constexpr size_t kMaxJsonDepth = 64;  // FromJson's callers check their input against it
+
 // JSON in (objects keep their key order) and out. ToJson is Python's json.dumps(v,
 // ensure_ascii=False, indent=indent (< 0: none), sort_keys=sort_keys) with its separators: ", "
 // and ": ", or "," at line ends when indented. Undefined values and functions cannot be written.

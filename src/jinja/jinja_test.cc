@@ -114,7 +114,16 @@ TEST(Jinja, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(Render("{% set x.y = 1 %}", {{"x", {{"y", 0}}}}),
             "ERROR: template line 1: cannot set an attribute of 'x' (only of a namespace())");
   EXPECT_EQ(Render("{{ 'unclosed }}"), "PARSE ERROR: template line 1: a string literal is never closed");
-  // Bounded: a recursive macro and a huge repetition fail instead of exhausting memory.
+  // Bounded: deep nesting, a recursive macro and a huge repetition fail instead of exhausting
+  // the stack or memory.
+  EXPECT_EQ(Render("{{ " + std::string(100, '(') + "1" + std::string(100, ')') + " }}"),
+            "PARSE ERROR: template line 1: expressions nested deeper than 64 levels");
+  std::string ifs;
+  for (int i = 0; i < 100; ++i) ifs += "{% if true %}";
+  EXPECT_EQ(Render(ifs), "PARSE ERROR: template line 1: blocks nested deeper than 64 levels");
+  nlohmann::ordered_json deep = 1;
+  for (int i = 0; i < 100; ++i) deep = nlohmann::ordered_json::array({deep});
+  EXPECT_EQ(JsonDepth(deep), 101u);
   EXPECT_NE(Render("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}").find("nested deeper than"), std::string::npos);
   EXPECT_NE(Render("{{ 'x' * 100000000 }}").find("too long"), std::string::npos);
 }

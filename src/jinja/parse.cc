@@ -394,6 +394,11 @@ class Parser {
   }
 
   Result<NodeP> ParseStatement() {
+    if (++blocks_ > kMaxNesting) return Error("blocks nested deeper than 64 levels");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{blocks_};
     const int line = Peek().line;
     const std::string name = Next().text;
     auto n = std::make_shared<Node>();
@@ -674,6 +679,12 @@ class Parser {
   }
 
   Result<ExprP> ParseUnary(bool with_filter) {
+    // Nesting (parentheses, unary minus, lists, calls) is bounded: the parser recurses.
+    if (++depth_ > kMaxNesting) return Error("expressions nested deeper than 64 levels");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     ExprP e;
     const int line = Peek().line;
     if (IsOp("-")) {
@@ -903,8 +914,11 @@ class Parser {
     }
   }
 
+  static constexpr int kMaxNesting = 64;
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
+  int blocks_ = 0;
 };
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace daisy::jinja {
 namespace {
 
 constexpr size_t kMaxOutput = 64u << 20;   // bytes a render may produce
-constexpr int kMaxDepth = 256;             // nested macro calls
+constexpr int kMaxDepth = 48;              // nested macro calls (bounded by the stack)
 constexpr int64_t kMaxItems = 1 << 22;     // elements a range(), repetition or join may make
 
 // ---- strings as Python sees them (code points) ------------------------------------------

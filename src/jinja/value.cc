@@ -236,6 +236,20 @@ bool Value::Equals(const Value& o) const {
   }
 }
 
+size_t JsonDepth(const nlohmann::ordered_json& j) {
+  size_t deepest = 0;
+  std::vector<std::pair<const nlohmann::ordered_json*, size_t>> todo{{&j, 1}};
+  while (!todo.empty()) {
+    const auto [v, d] = todo.back();
+    todo.pop_back();
+    deepest = std::max(deepest, d);
+    if (v->is_structured()) {
+      for (const auto& c : *v) todo.emplace_back(&c, d + 1);
+    }
+  }
+  return deepest;
+}
+
 Value FromJson(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null: return Value::None();

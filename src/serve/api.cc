@@ -428,6 +428,9 @@ std::optional<ApiError> ParseCompletion(std::string_view text, bool chat, const 
   }
   std::vector<int32_t>& prompt = out.params.prompt;
   const ojson obody = ojson::parse(text, nullptr, /*allow_exceptions=*/false);  // keys in the client's order
+  if (jinja::JsonDepth(obody) > jinja::kMaxJsonDepth) {
+    return Invalid("", StrFormat("the request is nested deeper than %zu levels", jinja::kMaxJsonDepth));
+  }
   if (chat) {
     if (Refusal r = ChatPrompt(body, obody, ctx, out)) return r;
   } else if (Refusal r = TextPrompt(body, ctx, prompt)) {

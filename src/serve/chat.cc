@@ -38,6 +38,9 @@ Result<ChatTemplate> ChatTemplate::ForModel(const tokenizer::Tokenizer& tokenize
 
 Result<std::string> ChatTemplate::Apply(const nlohmann::ordered_json& input) const {
   if (!input.is_object()) return InvalidArgument("the chat template's input must be a JSON object");
+  if (jinja::JsonDepth(input) > jinja::kMaxJsonDepth) {
+    return InvalidArgument("the chat template's input is nested deeper than %zu levels", jinja::kMaxJsonDepth);
+  }
   if (!input.contains("messages") || !input["messages"].is_array()) {
     return InvalidArgument("the chat template's input needs 'messages', an array");
   }

@@ -129,6 +129,9 @@ void HttpServer::Routes() {
     if (!Authorized(req, res)) return;
     const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return Refuse(res, Invalid("", "the request body must be a JSON object"));
+    if (jinja::JsonDepth(body) > jinja::kMaxJsonDepth) {
+      return Refuse(res, Invalid("", StrFormat("the request is nested deeper than %zu levels", jinja::kMaxJsonDepth)));
+    }
     const ApiContext ctx{&tokenizer_, &chat_, o_.model_name, scheduler_.options().seq_capacity,
                          scheduler_.options().spec_k_max, vocabs_.get()};
     std::string prompt;

@@ -84,6 +84,14 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
          sample("daisy_speculative_k_start", m.spec_k_start));
   metric("daisy_draft_seconds_total", "counter", "Time in the drafter (draft model or prompt lookup).",
          sample("daisy_draft_seconds_total", m.draft_seconds));
+  metric("daisy_ring_failures_total", "counter", "Times the workers' ring went down (a worker lost, silent or stuck).",
+         sample("daisy_ring_failures_total", static_cast<double>(m.ring_failures)));
+  metric("daisy_resumes_total", "counter", "Times the ring came back with the requests in flight resumed.",
+         sample("daisy_resumes_total", static_cast<double>(m.resumes)));
+  metric("daisy_refilled_tokens_total", "counter", "Tokens read again to rebuild resumed requests' KV.",
+         sample("daisy_refilled_tokens_total", static_cast<double>(m.refilled_tokens)));
+  metric("daisy_paused_seconds_total", "counter", "Time requests waited for the ring to come back.",
+         sample("daisy_paused_seconds_total", m.paused_seconds));
   double ttft_sum;
   uint64_t ttft_count;
   {
