@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "grammar/json_schema.h"
+#include "jinja/jinja.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 1 << 14) return 0;

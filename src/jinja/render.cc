@@ -507,7 +507,8 @@ class Renderer {
         return Error(line_, StrFormat("macro calls nested deeper than %d", kMaxDepth));
       }
       Frame frame{{}, &root_};
-      for (const auto& [k, v] : kwargs) {
+      for (const auto& kv : kwargs) {
+        const std::string& k = kv.first;
         const bool known = std::any_of(node->params.begin(), node->params.end(), [&](const auto& p) { return p.first == k; });
         if (!known) {
           --depth_;
