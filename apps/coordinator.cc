@@ -12,7 +12,9 @@ namespace daisy::apps {
 GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f) {
   app.add_option("--shard", f.shards,
                  "Shard(s) to run in this process, stage 0 first (repeat for an in-process split)");
-  app.add_option("--workers", f.workers, "HOST:PORT of the remaining stages, in order");
+  app.add_option("--workers", f.workers,
+                 "HOST:PORT of the remaining stages, in order; standbys holding the same shard after '|' "
+                 "(A,B|B2: B2 takes stage 2 when B is lost)");
   app.add_option("--cluster", f.cluster,
                  "TOML cluster file listing the shards, workers and key (docs/cluster-file.md)");
   GivenFlags given;
@@ -114,9 +116,15 @@ Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags&
   std::unique_ptr<pipeline::RemoteChain> remote;
   if (!f.workers.empty()) {
     pipeline::RemoteOptions ro;
-    for (const std::string& w : StrSplit(f.workers, ',')) {
-      DAISY_ASSIGN_OR_RETURN(transport::HostPort hp, transport::ParseHostPort(w));
-      ro.workers.push_back(hp);
+    // "A,B|B2,C": stage by stage, each a worker and its standbys after '|'.
+    for (const std::string& stage : StrSplit(f.workers, ',')) {
+      std::vector<transport::HostPort> candidates;
+      for (const std::string& w : StrSplit(stage, '|')) {
+        DAISY_ASSIGN_OR_RETURN(transport::HostPort hp, transport::ParseHostPort(w));
+        candidates.push_back(hp);
+      }
+      ro.workers.push_back(candidates.front());
+      ro.standby.emplace_back(candidates.begin() + 1, candidates.end());
     }
     if (!f.key_file.empty()) {
       DAISY_ASSIGN_OR_RETURN(transport::ClusterKey key, transport::ClusterKey::Load(f.key_file));

@@ -62,7 +62,9 @@ std::vector<std::string> ClusterFile::LocalShards() const {
 std::string ClusterFile::Workers() const {
   std::string out;
   for (const ClusterStage& s : stages) {
-    if (!s.address.empty()) out += (out.empty() ? "" : ",") + s.address;
+    if (s.address.empty()) continue;
+    out += (out.empty() ? "" : ",") + s.address;
+    for (const std::string& b : s.standby) out += "|" + b;
   }
   return out;
 }
@@ -115,12 +117,26 @@ Result<ClusterFile> ParseClusterFile(const std::string& text, const std::filesys
   for (size_t i = 0; i < list.size(); ++i) {
     const toml::table& t = *list[i].as_table();
     const std::string where = Where(file, t) + ": stage " + std::to_string(i);
-    DAISY_RETURN_IF_ERROR(CheckKeys(file, t, {"shard", "address", "listen"}, ("stage " + std::to_string(i)).c_str()));
+    DAISY_RETURN_IF_ERROR(CheckKeys(file, t, {"shard", "address", "listen", "standby"}, ("stage " + std::to_string(i)).c_str()));
     ClusterStage s;
     DAISY_ASSIGN_OR_RETURN(s.shard, String(file, t, "shard"));
     DAISY_ASSIGN_OR_RETURN(s.address, String(file, t, "address"));
     DAISY_ASSIGN_OR_RETURN(s.listen, String(file, t, "listen"));
     if (!s.shard.empty()) s.shard = Resolve(path, s.shard);
+    if (const toml::node* sb = t.get("standby"); sb != nullptr) {
+      const toml::array* arr = sb->as_array();
+      if (arr == nullptr || arr->size() > 16) {
+        return InvalidArgument("%s: standby must be a list of at most 16 \"HOST:PORT\" strings", where.c_str());
+      }
+      for (const toml::node& e : *arr) {
+        const auto* v = e.as_string();
+        if (v == nullptr) return InvalidArgument("%s: standby must be a list of \"HOST:PORT\" strings", where.c_str());
+        auto hp = transport::ParseHostPort(v->get());
+        if (!hp.ok()) return hp.status().With(where + ": standby");
+        s.standby.push_back(v->get());
+      }
+      if (s.address.empty() && !s.standby.empty()) return InvalidArgument("%s: standby without address", where.c_str());
+    }
     if (s.address.empty()) {
       if (!s.listen.empty()) return InvalidArgument("%s: listen without address", where.c_str());
       if (s.shard.empty()) return InvalidArgument("%s: needs a shard (it runs in the coordinator)", where.c_str());

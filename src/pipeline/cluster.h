@@ -34,6 +34,7 @@ struct ClusterStage {
   std::string shard;    // path, resolved against the file's directory
   std::string address;  // HOST:PORT the coordinator dials; empty: runs in the coordinator
   std::string listen;   // HOST:PORT the worker binds (defaults to address)
+  std::vector<std::string> standby;  // HOST:PORT of workers holding the same shard, in order
 };
 
 struct ClusterFile {

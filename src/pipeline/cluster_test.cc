@@ -40,6 +40,18 @@ address = "10.0.0.3:7001"
   EXPECT_EQ(c->Workers(), "10.0.0.2:7000,10.0.0.3:7001");
 }
 
+TEST(ClusterFile, StandbyWorkers) {
+  auto c = Parse("[[stage]]\nshard='a'\n[[stage]]\naddress='h:1'\nstandby=['h2:1', 'h3:1']\n[[stage]]\naddress='h:2'\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->stages[1].standby, (std::vector<std::string>{"h2:1", "h3:1"}));
+  EXPECT_EQ(c->Workers(), "h:1|h2:1|h3:1,h:2");  // the --workers form
+  auto bad = Parse("[[stage]]\nshard='a'\n[[stage]]\naddress='h:1'\nstandby=['nope']\n");
+  ASSERT_FALSE(bad.ok());
+  auto none = Parse("[[stage]]\nshard='a'\nstandby=['h:1']\n");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("standby without address"), std::string::npos) << none.status().message();
+}
+
 TEST(ClusterFile, SeveralStagesInTheCoordinator) {
   auto c = Parse("[[stage]]\nshard='a'\n[[stage]]\nshard='b'\n[[stage]]\naddress='h:1'\n");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -50,7 +62,7 @@ TEST(ClusterFile, SeveralStagesInTheCoordinator) {
 
 TEST(ClusterFile, RefusesWhatItCannotUse) {
   EXPECT_EQ(Error("[[stage]]\nshard = 'a'\nshrad = 'b'\n"),
-            "/etc/daisy/c.toml:3: unknown key 'shrad' in stage 0 (known: address, listen, shard)");
+            "/etc/daisy/c.toml:3: unknown key 'shrad' in stage 0 (known: address, listen, shard, standby)");
   EXPECT_EQ(Error("wires = 'f32'\n[[stage]]\nshard='a'\n"),
             "/etc/daisy/c.toml:1: unknown key 'wires' in the cluster file (known: connect_timeout, "
             "forward_timeout, key_file, peer_timeout, stage, wire)");

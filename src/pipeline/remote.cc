@@ -1,5 +1,6 @@
 #include "pipeline/remote.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <openssl/rand.h>
@@ -40,26 +41,89 @@ void RemoteChain::Close() {
 }
 
 std::string RemoteChain::Who(size_t worker) const {
-  return "worker " + o_.workers[worker].ToString() + " (stage " + std::to_string(local_.size() + worker) + ")";
+  const transport::HostPort& w = worker < active_.size() ? active_[worker] : o_.workers[worker];
+  return "worker " + w.ToString() + " (stage " + std::to_string(local_.size() + worker) + ")";
+}
+
+Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<transport::Connection>& conn,
+                         shard::ShardInfo& info) {
+  const transport::ClusterKey* key = o_.key ? &*o_.key : nullptr;
+  std::vector<transport::HostPort> candidates{active_[i]};
+  auto add = [&](const transport::HostPort& h) {
+    if (std::none_of(candidates.begin(), candidates.end(), [&](const auto& c) { return c.ToString() == h.ToString(); })) {
+      candidates.push_back(h);
+    }
+  };
+  add(o_.workers[i]);
+  if (i < o_.standby.size()) {
+    for (const auto& h : o_.standby[i]) add(h);
+  }
+  // Without standbys: keep retrying the one worker until the deadline. With them: a short try
+  // of each in turn, round after round.
+  const transport::Millis each = candidates.size() == 1 ? transport::Millis(0) : transport::Millis(1000);
+  Status last = Unavailable("no attempt");
+  do {
+    for (const transport::HostPort& w : candidates) {
+      const auto left = std::chrono::duration_cast<transport::Millis>(deadline - Clock::now());
+      const transport::Millis wait = each.count() == 0 ? std::max(left, transport::Millis(1)) : std::clamp(left, transport::Millis(1), each);
+      auto s = transport::ConnectWithRetry(w, wait);
+      if (!s.ok()) {
+        last = s.status().With("worker " + w.ToString());
+        continue;
+      }
+      auto c = std::make_shared<transport::Connection>(std::move(*s), w.ToString());
+      Status st = transport::AuthenticateDialer(*c, key, kAuthTimeout);
+      if (st.ok()) st = c->Send(kDescribe, std::span<const uint8_t>{});
+      shard::ShardInfo got;
+      if (st.ok()) {
+        auto f = c->Receive(kMaxControlFrame, kAuthTimeout);
+        if (!f.ok()) {
+          st = f.status();
+        } else if (f->type != kShardInfo) {
+          st = DataLoss("unexpected reply type %u", f->type);
+        } else {
+          st = DecodeShardInfo(f->payload, got);
+        }
+      }
+      // A standby must hold this stage's shard of this model.
+      const int stage = static_cast<int>(local_.size() + i);
+      if (st.ok() && (w.ToString() != o_.workers[i].ToString() || !infos_.empty())) {
+        const std::string& want = !local_.empty() ? local_.front().fingerprint : (i < infos_.size() ? infos_[i].fingerprint : "");
+        if (static_cast<int>(got.stage) != stage || (!want.empty() && got.fingerprint != want)) {
+          st = InvalidArgument("holds stage %d of model %s, not stage %d of %s", static_cast<int>(got.stage),
+                                  got.fingerprint.c_str(), stage, want.c_str());
+        }
+      }
+      if (!st.ok()) {
+        last = st.With("worker " + w.ToString());
+        DAISY_LOG_WARN("pipeline: not using %s for stage %d: %s", w.ToString().c_str(), stage, st.message().c_str());
+        c->Shutdown();
+        continue;
+      }
+      if (w.ToString() != active_[i].ToString()) {
+        DAISY_LOG_WARN("pipeline: stage %d moves to worker %s", stage, w.ToString().c_str());
+      }
+      active_[i] = w;
+      got.file = w.ToString() + " (" + got.file + ")";
+      info = std::move(got);
+      conn = std::move(c);
+      return Status::Ok();
+    }
+  } while (Clock::now() < deadline);
+  return last;
 }
 
 Status RemoteChain::Build() {
-  const transport::ClusterKey* key = o_.key ? &*o_.key : nullptr;
+  if (active_.empty()) active_ = o_.workers;
   std::vector<std::shared_ptr<transport::Connection>> conns;
   std::vector<shard::ShardInfo> infos;
-  for (const transport::HostPort& w : o_.workers) {
-    auto s = transport::ConnectWithRetry(w, o_.connect_deadline);
-    if (!s.ok()) return s.status().With("worker " + w.ToString());
-    auto conn = std::make_shared<transport::Connection>(std::move(*s), w.ToString());
-    DAISY_RETURN_IF_ERROR(transport::AuthenticateDialer(*conn, key, kAuthTimeout).With("worker " + w.ToString()));
-    DAISY_RETURN_IF_ERROR(conn->Send(kDescribe, std::span<const uint8_t>{}));
-    DAISY_ASSIGN_OR_RETURN(transport::Frame f, conn->Receive(kMaxControlFrame, kAuthTimeout));
+  const auto deadline = Clock::now() + o_.connect_deadline;
+  for (size_t i = 0; i < o_.workers.size(); ++i) {
+    std::shared_ptr<transport::Connection> conn;
     shard::ShardInfo info;
-    if (f.type != kShardInfo) return DataLoss("worker %s: unexpected reply type %u", w.ToString().c_str(), f.type);
-    DAISY_RETURN_IF_ERROR(DecodeShardInfo(f.payload, info));
-    info.file = w.ToString() + " (" + info.file + ")";
-    infos.push_back(info);
-    conns.push_back(conn);
+    DAISY_RETURN_IF_ERROR(Dial(i, deadline, conn, info));
+    infos.push_back(std::move(info));
+    conns.push_back(std::move(conn));
   }
   std::vector<shard::ShardInfo> chain = local_;
   chain.insert(chain.end(), infos.begin(), infos.end());
@@ -70,7 +134,7 @@ Status RemoteChain::Build() {
   for (size_t i = conns.size(); i-- > 0;) {
     Configure cfg;
     cfg.session = session;
-    cfg.next_hop = i + 1 < conns.size() ? o_.workers[i + 1].ToString() : "";
+    cfg.next_hop = i + 1 < conns.size() ? active_[i + 1].ToString() : "";
     cfg.wire = o_.wire;
     cfg.max_rows = o_.max_rows;
     cfg.max_seqs = o_.max_seqs;
@@ -82,9 +146,9 @@ Status RemoteChain::Build() {
       uint64_t id;
       std::string message;
       DAISY_RETURN_IF_ERROR(DecodeError(f.payload, id, message));
-      return Unavailable("worker %s: %s", o_.workers[i].ToString().c_str(), message.c_str());
+      return Unavailable("worker %s: %s", active_[i].ToString().c_str(), message.c_str());
     }
-    if (f.type != kConfigured) return DataLoss("worker %s: unexpected reply type %u", o_.workers[i].ToString().c_str(), f.type);
+    if (f.type != kConfigured) return DataLoss("worker %s: unexpected reply type %u", active_[i].ToString().c_str(), f.type);
   }
   limits_.max_rows = o_.max_rows;
   limits_.max_seqs = o_.max_seqs;

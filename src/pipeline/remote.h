@@ -39,6 +39,10 @@ struct RemoteOptions {
   transport::Millis forward_timeout{300000};  // a forward's result, at most this after sending (0: no bound)
   transport::Millis peer_timeout{10000};      // a worker silent this long fails the ring (0: never)
   transport::Millis heartbeat{1000};          // how often each worker is pinged
+  // Standby workers: standby[i] (may be missing or empty) lists workers holding the same shard
+  // as workers[i]; when the one in use is unreachable, the ring is built with the next that
+  // answers and holds that shard (checked by fingerprint and stage).
+  std::vector<std::vector<transport::HostPort>> standby;
 };
 
 class RemoteChain {
@@ -75,7 +79,13 @@ class RemoteChain {
   // Under mu_: the first worker that has not finished forward `id` (its pongs), with why.
   std::string Laggard(uint64_t id) const;
 
+  // Stage i's worker: the one in use (o_.workers[i], else a standby), connected and described;
+  // tries each candidate, the one in use first, until `deadline`.
+  Status Dial(size_t i, std::chrono::steady_clock::time_point deadline, std::shared_ptr<transport::Connection>& conn,
+              shard::ShardInfo& info);
+
   RemoteOptions o_;
+  std::vector<transport::HostPort> active_;  // per stage, the worker in use
   std::vector<shard::ShardInfo> local_;
   std::vector<shard::ShardInfo> infos_;  // of the workers
   Limits limits_;

@@ -131,3 +131,25 @@ test("no worker back within --resume-wait: the requests fail with the reason; th
   assert.equal((await fetch(`http://127.0.0.1:${s.port}/health`)).status, 200);
   for (const p of [s, ...ws]) p.proc.kill("SIGTERM");
 });
+
+test("a standby worker takes a lost worker's stage (checked by fingerprint): every request completes exactly", async () => {
+  const w1 = await worker(1), standby = await worker(1), w2 = await worker(2), wrong = await worker(2);
+  // Stage 1's candidates: w1, then a worker holding stage 2's shard (refused), then the standby.
+  const s = await start(["serve", "--shard", path.join(shards, "stage-0.daisy"), "--workers",
+                         `127.0.0.1:${w1.port}|127.0.0.1:${wrong.port}|127.0.0.1:${standby.port},127.0.0.1:${w2.port}`,
+                         "--http", "127.0.0.1:0", "-t", "1", "--ctx", "1024", "--max-seqs", "4", "--prefill-chunk", "16",
+                         "--peer-timeout", "2", "--connect-timeout", "10"]);
+  live.add(s);
+  s.client = new OpenAI({baseURL: `http://127.0.0.1:${s.port}/v1`, apiKey: "none", maxRetries: 0, timeout: 120000});
+  let killed = false;
+  const texts = await Promise.all(PROMPTS.map((p) => stream(s.client, s.ready.model, p, 120, () => {
+    if (!killed) {
+      killed = true;
+      w1.proc.kill("SIGKILL");  // and it never comes back
+    }
+  })));
+  texts.forEach((t, i) => assert.equal(t, baseline[i], `request ${i}`));
+  assert.match(s.stderr(), new RegExp(`stage 1 moves to worker 127\\.0\\.0\\.1:${standby.port}`));
+  assert.match(s.stderr(), /holds stage 2 of model .*, not stage 1/);
+  for (const p of [s, standby, w2, wrong]) p.proc.kill("SIGTERM");
+});
