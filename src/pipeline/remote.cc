@@ -62,8 +62,10 @@ Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<t
   // of each in turn, round after round.
   const transport::Millis each = candidates.size() == 1 ? transport::Millis(0) : transport::Millis(1000);
   Status last = Unavailable("no attempt");
+  std::vector<std::string> refused;
   do {
     for (const transport::HostPort& w : candidates) {
+      if (std::find(refused.begin(), refused.end(), w.ToString()) != refused.end()) continue;
       const auto left = std::chrono::duration_cast<transport::Millis>(deadline - Clock::now());
       const transport::Millis wait = each.count() == 0 ? std::max(left, transport::Millis(1)) : std::clamp(left, transport::Millis(1), each);
       auto s = transport::ConnectWithRetry(w, wait);
@@ -95,9 +97,12 @@ Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<t
         }
       }
       if (!st.ok()) {
+        // It answered and is not usable (its key, its shard): no point retrying it.
+        c->Shutdown();
+        if (candidates.size() == 1) return st.With("worker " + w.ToString());
         last = st.With("worker " + w.ToString());
         DAISY_LOG_WARN("pipeline: not using %s for stage %d: %s", w.ToString().c_str(), stage, st.message().c_str());
-        c->Shutdown();
+        refused.push_back(w.ToString());
         continue;
       }
       if (w.ToString() != active_[i].ToString()) {
@@ -109,7 +114,7 @@ Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<t
       conn = std::move(c);
       return Status::Ok();
     }
-  } while (Clock::now() < deadline);
+  } while (Clock::now() < deadline && refused.size() < candidates.size());
   return last;
 }
 

@@ -279,11 +279,12 @@ test("/metrics reports throughput, queue, micro-batches, timing and KV", async (
   assert.equal(await metric(pipe, "daisy_kv_positions_capacity"), 4 * 512);
 });
 
-test("a worker that stops answering fails every user's request within --peer-timeout, named; the server stays up and serves again once it is back", async () => {
+test("with --resume-wait 0, a worker that stops answering fails every user's request within --peer-timeout, named; the server stays up and serves again once it is back", async () => {
+  // (With the default --resume-wait the requests are held and resumed instead: resume.test.mjs.)
   const w = await start(["worker", "--shard", path.join(dir, "s2", "stage-1.daisy"), "--listen", "127.0.0.1:0", "-t", "1"]);
   const server = await start(["serve", "--shard", path.join(dir, "s2", "stage-0.daisy"), "--workers", `127.0.0.1:${w.ready.port}`,
                               "--http", "127.0.0.1:0", "-t", "1", "--api-key-file", keyFile, "--ctx", "512",
-                              "--peer-timeout", "2"]);
+                              "--peer-timeout", "2", "--resume-wait", "0"]);
   const base = `http://127.0.0.1:${server.ready.port}`;
   const headers = {"Content-Type": "application/json", Authorization: `Bearer ${KEY}`};
   // Two users streaming long answers.
