@@ -63,4 +63,22 @@ std::string EscapeForMessage(std::string_view text, size_t max_len) {
   return out;
 }
 
+void AppendUtf8(uint32_t cpt, std::string& out) {
+  if (cpt < 0x80) {
+    out += static_cast<char>(cpt);
+  } else if (cpt < 0x800) {
+    out += static_cast<char>(0xC0 | (cpt >> 6));
+    out += static_cast<char>(0x80 | (cpt & 0x3F));
+  } else if (cpt < 0x10000) {
+    out += static_cast<char>(0xE0 | (cpt >> 12));
+    out += static_cast<char>(0x80 | ((cpt >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cpt & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cpt >> 18));
+    out += static_cast<char>(0x80 | ((cpt >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cpt >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cpt & 0x3F));
+  }
+}
+
 }  // namespace daisy

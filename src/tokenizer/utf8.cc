@@ -4,24 +4,6 @@
 
 namespace daisy::tokenizer {
 
-void AppendUtf8(uint32_t cpt, std::string& out) {
-  if (cpt < 0x80) {
-    out += static_cast<char>(cpt);
-  } else if (cpt < 0x800) {
-    out += static_cast<char>(0xC0 | (cpt >> 6));
-    out += static_cast<char>(0x80 | (cpt & 0x3F));
-  } else if (cpt < 0x10000) {
-    out += static_cast<char>(0xE0 | (cpt >> 12));
-    out += static_cast<char>(0x80 | ((cpt >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cpt & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cpt >> 18));
-    out += static_cast<char>(0x80 | ((cpt >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cpt >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cpt & 0x3F));
-  }
-}
-
 uint32_t DecodeUtf8(std::string_view text, size_t& pos) {
   const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
   const uint8_t lead = byte(pos);

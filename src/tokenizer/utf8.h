@@ -5,12 +5,14 @@
 #include <string>
 #include <string_view>
 
+#include "base/strings.h"
+
 namespace daisy::tokenizer {
 
 inline constexpr uint32_t kReplacementChar = 0xFFFD;
 
-// Appends the UTF-8 encoding of `cpt` (< 0x110000) to `out`.
-void AppendUtf8(uint32_t cpt, std::string& out);
+// Appends the UTF-8 encoding of `cpt` (< 0x110000) to `out` (base/strings.h).
+using ::daisy::AppendUtf8;
 
 // Rewrites `text` as valid UTF-8 the way llama.cpp decodes it before pre-tokenising: a byte that
 // does not start a well-formed sequence (bad lead, missing continuation, truncated) becomes
