@@ -1,7 +1,5 @@
 #include "serve/http_server.h"
 
-#include <httplib.h>
-
 #include <ctime>
 #include <random>
 
@@ -15,10 +13,25 @@ using json = nlohmann::json;
 
 namespace {
 
-void Reply(httplib::Response& res, const ApiError& e) {
+void Reply(http::Response& res, const ApiError& e) {
   res.status = e.status;
-  res.set_content(Dump(ErrorBody(e)), "application/json");
+  res.body = Dump(ErrorBody(e));
 }
+
+// The OpenAI-style body of an answer the HTTP layer gives itself.
+std::string LayerError(int status, const std::string& message) {
+  const char* code = status == 408   ? "request_timeout"
+                     : status == 413 ? "payload_too_large"
+                     : status == 503 ? "server_busy"
+                     : status == 404 ? "not_found"
+                                     : "";
+  const char* type = status >= 500 ? "server_error" : "invalid_request_error";
+  return Dump(ErrorBody({status, message, type, "", code}));
+}
+
+constexpr const char* kEndpoints =
+    "daisy serves POST /v1/completions, POST /v1/chat/completions, POST /apply-template, GET /v1/models, GET "
+    "/health, GET /metrics";
 
 std::string ResponseId(bool chat) {
   std::random_device rd;
@@ -33,8 +46,7 @@ HttpServer::HttpServer(HttpOptions o, coord::Scheduler& s, const tokenizer::Toke
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_) server_->Stop();
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions options, coord::Scheduler& scheduler,
@@ -45,32 +57,33 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(HttpOptions options, coord
   s->vocabs_ = std::make_unique<GrammarVocabs>(tokenizer);
   if (!s->chat_.ok()) DAISY_LOG_WARN("chat requests will be refused: %s", s->chat_.status().message().c_str());
   s->counters_ = std::make_shared<HttpCounters>();
-  s->server_ = std::make_unique<httplib::Server>();
-  const int threads = std::max(4, s->o_.threads);
-  s->server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  s->server_->set_payload_max_length(s->o_.max_body_bytes);
-  s->server_->set_read_timeout(30, 0);
+  http::ServerOptions so;
+  so.host = s->o_.host;
+  so.port = s->o_.port;
+  so.limits.max_body_bytes = s->o_.max_body_bytes;
+  so.workers = std::max(4, s->o_.threads);
+  so.max_connections = s->o_.max_connections;
+  so.max_pending = std::max<size_t>(64, static_cast<size_t>(so.workers) * 4);
+  so.header_timeout = s->o_.header_timeout;
+  so.body_timeout = s->o_.body_timeout;
+  so.idle_timeout = s->o_.idle_timeout;
+  so.error_body = LayerError;
+  auto server = http::Server::Create(std::move(so));
+  if (!server.ok()) return server.status();
+  s->server_ = std::move(*server);
   s->Routes();
-  int port = s->o_.port == 0 ? s->server_->bind_to_any_port(s->o_.host)
-                             : (s->server_->bind_to_port(s->o_.host, s->o_.port) ? s->o_.port : -1);
-  if (port <= 0) {
-    return Unavailable("cannot listen on %s:%u (in use, or not an address of this machine)",
-                       s->o_.host.c_str(), static_cast<unsigned>(s->o_.port));
-  }
-  s->port_ = static_cast<uint16_t>(port);
-  httplib::Server* srv = s->server_.get();
-  s->thread_ = std::thread([srv] { srv->listen_after_bind(); });
+  DAISY_RETURN_IF_ERROR(s->server_->Start());
   return s;
 }
 
-void HttpServer::Refuse(httplib::Response& res, const ApiError& e) {
+void HttpServer::Refuse(http::Response& res, const ApiError& e) {
   counters_->Refused(e.status);
   Reply(res, e);
 }
 
-bool HttpServer::Authorized(const httplib::Request& req, httplib::Response& res) {
+bool HttpServer::Authorized(const http::Request& req, http::Response& res) {
   if (o_.api_key.empty()) return true;
-  const std::string h = req.get_header_value("Authorization");
+  const std::string h(req.Header("Authorization").value_or(""));
   const std::string want = "Bearer " + o_.api_key;
   unsigned diff = h.size() == want.size() ? 0 : 1;
   for (size_t i = 0; i < std::min(h.size(), want.size()); ++i) diff |= static_cast<unsigned>(h[i] ^ want[i]);
@@ -81,69 +94,62 @@ bool HttpServer::Authorized(const httplib::Request& req, httplib::Response& res)
   return false;
 }
 
+ApiContext HttpServer::Context() const {
+  return ApiContext{&tokenizer_, &chat_, o_.model_name, scheduler_.options().seq_capacity,
+                    scheduler_.options().spec_k_max, vocabs_.get()};
+}
+
 void HttpServer::Routes() {
-  httplib::Server& srv = *server_;
-  auto counters = counters_;
-  srv.set_exception_handler([counters](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    ++counters->failed;
-    Reply(res, {500, "internal error: " + what, "server_error", "", ""});
-  });
-  srv.set_error_handler([counters](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404) {
-      ++counters->not_found;
-      Reply(res, {404, "no such endpoint: " + req.method + " " + req.path +
-                           " (daisy serves POST /v1/completions, POST /v1/chat/completions, POST "
-                           "/apply-template, GET /v1/models, GET /health, GET /metrics)", "invalid_request_error", "", "not_found"});
-    } else if (res.status == 413) {
-      ++counters->bad_requests;
-      Reply(res, {413, "the request body is too large", "invalid_request_error", "", "payload_too_large"});
-    } else if (res.status >= 400) {
-      ++counters->bad_requests;
-      Reply(res, {res.status, "bad request", "invalid_request_error", "", ""});
-    }
-  });
-  srv.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  http::Server& srv = *server_;
+  const bool quick = true;
+  srv.Route("GET", "/health", [this](const http::Request&, http::Response& res) {
     const coord::SchedulerMetrics m = scheduler_.metrics();
-    res.set_content(Dump({{"status", "ok"}, {"active", m.active}, {"queued", m.queued}}), "application/json");
-  });
-  srv.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    res.body = Dump({{"status", "ok"}, {"active", m.active}, {"queued", m.queued}});
+  }, quick);
+  srv.Route("GET", "/v1/models", [this](const http::Request& req, http::Response& res) {
     if (!Authorized(req, res)) return;
     json data = json::array({{{"id", o_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "daisy"}}});
-    res.set_content(Dump({{"object", "list"}, {"data", data}}), "application/json");
-  });
-  srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(RenderMetrics(scheduler_.metrics(), *counters_, o_.stages), "text/plain; version=0.0.4");
-  });
-  srv.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, false); });
-  srv.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { Complete(req, res, true); });
+    res.body = Dump({{"object", "list"}, {"data", data}});
+  }, quick);
+  srv.Route("GET", "/metrics", [this](const http::Request&, http::Response& res) {
+    res.content_type = "text/plain; version=0.0.4";
+    res.body = RenderMetrics(scheduler_.metrics(), *counters_, o_.stages, &server_->stats());
+  }, quick);
+  srv.Route("POST", "/v1/completions", [this](const http::Request& req, http::Response& res) { Complete(req, res, false); });
+  srv.Route("POST", "/v1/chat/completions",
+            [this](const http::Request& req, http::Response& res) { Complete(req, res, true); });
   // llama-server's endpoint: the prompt text a chat request would be fed, {"prompt": ...}.
-  srv.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorized(req, res)) return;
-    const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded() || !body.is_object()) return Refuse(res, Invalid("", "the request body must be a JSON object"));
-    if (jinja::JsonDepth(body) > jinja::kMaxJsonDepth) {
-      return Refuse(res, Invalid("", StrFormat("the request is nested deeper than %zu levels", jinja::kMaxJsonDepth)));
+  srv.Route("POST", "/apply-template", [this](const http::Request& req, http::Response& res) { ApplyTemplate(req, res); });
+  srv.Fallback([this](const http::Request& req, http::Response& res) {
+    for (const char* known : {"/health", "/v1/models", "/metrics", "/v1/completions", "/v1/chat/completions",
+                              "/apply-template"}) {
+      if (req.path == known) {
+        res.headers.emplace_back("Allow", req.path == "/health" || req.path == "/v1/models" || req.path == "/metrics"
+                                              ? "GET" : "POST");
+        return Refuse(res, {405, "method " + req.method + " is not allowed on " + req.path + " (" + kEndpoints + ")",
+                            "invalid_request_error", "", "method_not_allowed"});
+      }
     }
-    const ApiContext ctx{&tokenizer_, &chat_, o_.model_name, scheduler_.options().seq_capacity,
-                         scheduler_.options().spec_k_max, vocabs_.get()};
-    std::string prompt;
-    if (std::optional<ApiError> refused = RenderChatPrompt(body, ctx, prompt)) return Refuse(res, *refused);
-    res.set_content(Dump({{"prompt", prompt}}), "application/json");
+    Refuse(res, {404, "no such endpoint: " + req.method + " " + req.path + " (" + kEndpoints + ")",
+                 "invalid_request_error", "", "not_found"});
   });
 }
 
-void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::ApplyTemplate(const http::Request& req, http::Response& res) {
   if (!Authorized(req, res)) return;
-  const ApiContext ctx{&tokenizer_, &chat_, o_.model_name, scheduler_.options().seq_capacity,
-                       scheduler_.options().spec_k_max, vocabs_.get()};
+  const nlohmann::ordered_json body = nlohmann::ordered_json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) return Refuse(res, Invalid("", "the request body must be a JSON object"));
+  if (jinja::JsonDepth(body) > jinja::kMaxJsonDepth) {
+    return Refuse(res, Invalid("", StrFormat("the request is nested deeper than %zu levels", jinja::kMaxJsonDepth)));
+  }
+  std::string prompt;
+  if (std::optional<ApiError> refused = RenderChatPrompt(body, Context(), prompt)) return Refuse(res, *refused);
+  res.body = Dump({{"prompt", prompt}});
+}
+
+void HttpServer::Complete(const http::Request& req, http::Response& res, bool chat) {
+  if (!Authorized(req, res)) return;
+  const ApiContext ctx = Context();
   CompletionRequest parsed;
   if (std::optional<ApiError> refused = ParseCompletion(req.body, chat, ctx, parsed)) return Refuse(res, *refused);
   // n choices: n requests of the same prompt, the seed counting up from the request's.
@@ -182,39 +188,29 @@ void HttpServer::Complete(const httplib::Request& req, httplib::Response& res, b
     }
     body["usage"]["completion_tokens"] = completion_tokens;
     body["usage"]["total_tokens"] = body["usage"]["prompt_tokens"].get<int>() + completion_tokens;
-    res.set_content(Dump(body), "application/json");
+    res.body = Dump(body);
     return;
   }
   // Streamed: the choices one after the other (clients assemble them by index).
-  res.set_header("Cache-Control", "no-cache");
-  auto next = std::make_shared<size_t>(0);
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [completions, next, record](size_t, httplib::DataSink& sink) {
-        Completion& c = *completions[*next];
-        const Completion::Turn turn = c.Stream(
-            [&](const std::string& s) { return sink.write(s.data(), s.size()); }, [&] { return sink.is_writable(); });
-        if (turn == Completion::Turn::kGone) {
-          for (auto& other : completions) other->Cancel();
-          return false;
-        }
-        if (turn == Completion::Turn::kDone) {
-          if (c.finished()) record(c);
-          if (++*next == completions.size()) {
-            sink.done();
-          } else {
-            int earlier = 0;
-            for (size_t k = 0; k < *next; ++k) earlier += completions[k]->completion_tokens();
-            if (*next + 1 == completions.size()) completions[*next]->AsChoice(static_cast<int>(*next), true, earlier);
-          }
-        }
-        return true;
-      },
-      [completions](bool success) {
-        if (!success) {
-          for (auto& c : completions) c->Cancel();
-        }
-      });
+  res.content_type = "text/event-stream";
+  res.headers.emplace_back("Cache-Control", "no-cache");
+  res.stream = [completions, record](http::StreamWriter& w) {
+    const auto write = [&](const std::string& s) { return w.Write(s); };
+    const auto alive = [&] { return w.Alive(); };
+    int earlier = 0;
+    for (size_t i = 0; i < completions.size(); ++i) {
+      Completion& c = *completions[i];
+      if (i > 0 && i + 1 == completions.size()) c.AsChoice(static_cast<int>(i), true, earlier);
+      Completion::Turn turn = Completion::Turn::kMore;
+      while (turn == Completion::Turn::kMore) turn = c.Stream(write, alive);
+      if (turn == Completion::Turn::kGone) {
+        for (auto& other : completions) other->Cancel();
+        return;
+      }
+      if (c.finished()) record(c);
+      earlier += c.completion_tokens();
+    }
+  };
 }
 
 }  // namespace daisy::serve

@@ -26,7 +26,7 @@ void HttpCounters::Refused(int status) {
   }
 }
 
-std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages) {
+std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages, const http::ServerStats* conn) {
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, const std::string& samples) {
     out += StrFormat("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type) + samples;
@@ -102,6 +102,20 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
   metric("daisy_time_to_first_token_seconds", "summary", "Time from arrival to the first token.",
          sample("daisy_time_to_first_token_seconds_sum", ttft_sum) +
              sample("daisy_time_to_first_token_seconds_count", static_cast<double>(ttft_count)));
+  if (conn) {
+    metric("daisy_http_connections_open", "gauge", "HTTP connections open now (idle ones included).",
+           sample("daisy_http_connections_open", static_cast<double>(conn->open.load())));
+    metric("daisy_http_connections_total", "counter", "HTTP connections accepted.",
+           sample("daisy_http_connections_total", static_cast<double>(conn->accepted.load())));
+    std::string refused = sample("daisy_http_refused_total", static_cast<double>(conn->refused_busy.load()),
+                                 "{reason=\"busy\"}");
+    refused += sample("daisy_http_refused_total", static_cast<double>(conn->timed_out.load()), "{reason=\"timeout\"}");
+    refused += sample("daisy_http_refused_total", static_cast<double>(conn->malformed.load()), "{reason=\"malformed\"}");
+    metric("daisy_http_refused_total", "counter",
+           "Requests the HTTP layer answered itself: busy (503), not whole in time (408), malformed (4xx).", refused);
+    metric("daisy_http_idle_closed_total", "counter", "Keep-alive connections closed after their idle timeout.",
+           sample("daisy_http_idle_closed_total", static_cast<double>(conn->idle_closed.load())));
+  }
   return out;
 }
 

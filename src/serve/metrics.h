@@ -7,6 +7,7 @@
 #include <string>
 
 #include "coord/scheduler.h"
+#include "http/server.h"
 
 namespace daisy::serve {
 
@@ -24,6 +25,8 @@ struct HttpCounters {
   void Refused(int status);
 };
 
-std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages);
+// `conn`: the HTTP layer's connection counters, when there is one.
+std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages,
+                          const http::ServerStats* conn = nullptr);
 
 }  // namespace daisy::serve
