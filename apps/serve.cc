@@ -33,6 +33,8 @@ struct ServeFlags : CoordinatorFlags {
   int prefill_chunk = 64;
   std::string chat_template;
   double resume_wait = 30;
+  size_t http_max_connections = 4096;
+  double http_timeout = 60;
   SpeculativeFlags spec;
 };
 
@@ -105,6 +107,9 @@ int Serve(const ServeFlags& f) {
   ho.api_key = api_key;
   ho.threads = std::min(256, f.max_seqs + f.queue + 8);
   ho.stages = stages;
+  ho.max_connections = f.http_max_connections;
+  ho.body_timeout = ho.idle_timeout = http::Millis(static_cast<int64_t>(f.http_timeout * 1000));
+  ho.header_timeout = std::min(ho.header_timeout, ho.body_timeout);
   auto chat = serve::ChatTemplate::ForModel(tok, f.chat_template);
   if (!chat.ok() && !f.chat_template.empty()) return Fail(chat.status().message());
   auto server = serve::HttpServer::Start(ho, scheduler, tok, std::move(chat));
@@ -142,6 +147,15 @@ Runner AddServe(CLI::App& app) {
   app.add_option("--api-key-file", f->api_key_file,
                  "File whose first line is the API key clients must send (Authorization: Bearer); "
                  "default: $DAISY_API_KEY, else none");
+  app.add_option("--http-max-connections", f->http_max_connections,
+                 "Open HTTP connections, idle ones included (they hold no thread); past it, 503")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--http-timeout", f->http_timeout,
+                 "Seconds a request may take to arrive whole, and an idle keep-alive connection stays open "
+                 "(the headers must arrive within 10 s)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   app.add_option("--model-name", f->model_name, "The model id in the API (default: general.name)");
   app.add_option("--resume-wait", f->resume_wait,
                  "Seconds to hold the requests in flight while a lost worker comes back (then they resume "

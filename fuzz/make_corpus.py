@@ -86,3 +86,12 @@ put("fuzz_jinja", "features.jinja",
     "{% set ns.n = ns.n + 1 %}{% else %}none{% endfor %}{{ m(ns.n) }}"
     "{{ tools | map(attribute='function') | list | length }}{{ 'a,b'.split(',')[::-1] | join('-') }}"
     "{% raw %}{{ x }}{% endraw %}{%- if x is not defined and 3 is divisibleby 3 -%} {{ 10 // 3 }} {%- endif %}")
+
+# fuzz_http: the first byte is the piece size the request arrives in (fuzz_http.cc).
+for i, r in enumerate([b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                       b"POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n"
+                       b"{\"prompt\": \"hi\"}GET / HTTP/1.0\r\n\r\n",
+                       b"POST /p?x=1 HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+                       b"5;e=1\r\nhello\r\n0\r\nT: 1\r\n\r\n",
+                       b"\r\nGET http://h:80/v1/models?q HTTP/1.1\nConnection: close\n\n"]):
+    put("fuzz_http", f"req{i}", bytes([i * 7]) + r)

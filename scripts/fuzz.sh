@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output fuzz_http)
 
 build=${FUZZ_BUILD:-build-fuzz}
 if [ -z "${FUZZ_BUILD:-}" ]; then
@@ -45,7 +45,7 @@ if [[ " ${targets[*]} " == *" fuzz_gguf "* && ! -f "$work/fuzz_gguf/tiny.gguf" ]
 fi
 
 declare -A max_len=([fuzz_gguf]=262144 [fuzz_jinja]=8192 [fuzz_api]=8192 [fuzz_json_schema]=4096 [fuzz_frames]=4096
-                    [fuzz_tokenizer]=4096 [fuzz_chat_output]=4096)
+                    [fuzz_tokenizer]=4096 [fuzz_chat_output]=4096 [fuzz_http]=8192)
 for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds} s"
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -118,15 +118,17 @@ RequestParser::State RequestParser::Feed(std::string_view data, size_t* consumed
     const bool in_head = phase_ == Phase::kRequestLine || phase_ == Phase::kHeaders || phase_ == Phase::kTrailers;
     if (in_head) {
       header_bytes_ += take;
-      if (phase_ == Phase::kRequestLine && line_.size() + take > limits_.max_target_bytes + 64 &&
-          header_bytes_ <= limits_.max_header_bytes) {
-        return Fail(414, StrFormat("the request line is longer than %zu bytes", limits_.max_target_bytes + 64));
+      if (phase_ == Phase::kRequestLine && line_.size() + take > limits_.max_target_bytes + 64) {
+        Fail(414, StrFormat("the request line is longer than %zu bytes", limits_.max_target_bytes + 64));
+        break;
       }
       if (header_bytes_ > limits_.max_header_bytes) {
-        return Fail(431, StrFormat("the request's headers are larger than %zu bytes", limits_.max_header_bytes));
+        Fail(431, StrFormat("the request's headers are larger than %zu bytes", limits_.max_header_bytes));
+        break;
       }
     } else if (line_.size() + take > kMaxChunkLine) {
-      return Fail(400, "a chunk-size line of the chunked body is too long");
+      Fail(400, "a chunk-size line of the chunked body is too long");
+      break;
     }
     line_.append(rest.data(), take);
     used += take;
@@ -139,7 +141,10 @@ RequestParser::State RequestParser::Feed(std::string_view data, size_t* consumed
       case Phase::kHeaders: s = HeaderLine(); break;
       case Phase::kChunkSize: s = ChunkSizeLine(); break;
       case Phase::kChunkDataEnd:
-        if (!line_.empty()) return Fail(400, "a chunk of the chunked body is longer than its size says");
+        if (!line_.empty()) {
+          s = Fail(400, "a chunk of the chunked body is longer than its size says");
+          break;
+        }
         phase_ = Phase::kChunkSize;
         break;
       case Phase::kTrailers: s = TrailerLine(); break;

@@ -54,7 +54,8 @@ class RequestParser {
     kError,     // error() says why; the connection must be closed after answering it
   };
   // Consumes bytes from `data` (fewer than all once the request is whole: the rest belong to the
-  // next request on the connection) and stores how many in *consumed.
+  // next request on the connection) and stores how many in *consumed (after an error: how many
+  // were read before it, which depends on how the bytes were split).
   State Feed(std::string_view data, size_t* consumed);
   State state() const { return state_; }
   const Request& request() const { return req_; }

@@ -156,6 +156,24 @@ TEST(RequestParser, RefusesWithTheRightStatus) {
   }
 }
 
+// Found by fuzz_http: the answer must not depend on how the bytes were split by the network.
+TEST(RequestParser, TheSameErrorWhateverTheSplit) {
+  Limits small;
+  small.max_header_bytes = 300;
+  small.max_target_bytes = 50;
+  const std::string text = "GET /" + std::string(400, 'a');
+  for (size_t step : {1, 3, 1000}) {
+    RequestParser p(small);
+    size_t used = 99;
+    ASSERT_EQ(FeedInSteps(p, text, step, &used), State::kError);
+    EXPECT_EQ(p.error().status, 414) << step;
+  }
+  RequestParser p;
+  size_t used = 99;
+  ASSERT_EQ(p.Feed("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", &used), State::kError);
+  EXPECT_EQ(used, 53u);  // set on an error too
+}
+
 TEST(RequestParser, ChunkedBodiesAddUpAgainstTheLimit) {
   Limits small;
   small.max_body_bytes = 10;

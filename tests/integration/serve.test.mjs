@@ -6,6 +6,7 @@
 // freed). Runs the binary named by $DAISY.
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import {before, test} from "node:test";
 import OpenAI from "openai";
@@ -265,6 +266,53 @@ test("a full queue answers 429 and the others finish", async () => {
   for (const r of served) assert.equal(r.value.choices[0].text, want);
   assert.equal(await metric(busy, 'daisy_requests_total{outcome="rejected_busy"}'), refused.length);
   busy.proc.kill("SIGTERM");
+});
+
+// Issue #23: with one thread per connection, 100 clients that sent half a request made the server
+// unresponsive until its 30 s read timeout. Idle, slow and half-closed connections now hold no
+// thread: with a thousand of them open, a real request is answered as fast as alone.
+test("a thousand idle, slow and half-closed connections do not delay a real request; slow ones get 408", async () => {
+  const srv = await start(["serve", "-m", model, "--http", "127.0.0.1:0", "-t", "1", "--ctx", "256",
+                           "--max-seqs", "2", "--http-timeout", "3"]);
+  const port = srv.ready.port;
+  const client = new OpenAI({baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "none", maxRetries: 0});
+  const ask = async () => {
+    const t0 = performance.now();
+    const r = await client.completions.create({model: srv.ready.model, prompt: "Hello", max_tokens: 1, temperature: 0});
+    return {ms: performance.now() - t0, text: r.choices[0].text};
+  };
+  const want = (await ask()).text;
+  const crowd = [];
+  const answers = [];
+  await Promise.all(Array.from({length: 1000}, (_, i) => new Promise((resolve, reject) => {
+    const sock = net.connect(port, "127.0.0.1", () => {
+      if (i % 4 === 1) sock.write("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le");
+      if (i % 4 === 2) sock.write("POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro");
+      if (i % 4 === 3) sock.end();
+      resolve();
+    });
+    let got = "";
+    sock.on("data", (d) => { got += d; });
+    sock.on("close", () => answers.push({kind: i % 4, got}));
+    sock.on("error", reject);
+    crowd.push(sock);
+  })));
+  const open = await metric(srv, "daisy_http_connections_open");
+  assert.ok(open >= 750, `the crowd is connected (${open} open)`);
+  for (let round = 0; round < 5; round++) {
+    const r = await ask();
+    assert.equal(r.text, want);
+    assert.ok(r.ms < 1000, `round ${round}: ${r.ms.toFixed(0)} ms with 1,000 idle/slow connections open`);
+  }
+  // The slow ones are answered 408 once --http-timeout passes, the idle ones closed.
+  await new Promise((r) => setTimeout(r, 3500));
+  const slow = answers.filter((a) => a.kind === 1 || a.kind === 2);
+  assert.equal(slow.length, 500, "every slow connection was ended");
+  for (const a of slow) assert.match(a.got, /^HTTP\/1.1 408 Request Timeout[^]*did not arrive within/);
+  assert.equal(answers.filter((a) => a.kind === 0).length, 250, "idle connections closed");
+  assert.equal(await metric(srv, 'daisy_http_refused_total{reason="timeout"}'), 500);
+  for (const s of crowd) s.destroy();
+  srv.proc.kill("SIGTERM");
 });
 
 test("/metrics reports throughput, queue, micro-batches, timing and KV", async () => {
