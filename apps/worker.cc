@@ -123,17 +123,25 @@ struct ProxyFlags {
   std::string listen, to;
   double delay = 0, jitter = 0, rate = 0;
   uint64_t seed = 1;
+  bool blackhole = false;
 };
 
 int RunProxy(const ProxyFlags& f) {
-  BlockTermSignals();
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: only sigwait sees them
   transport::ProxyOptions o;
   auto listen = transport::ParseHostPort(f.listen);
   if (!listen.ok()) return Fail("--listen: " + listen.status().message());
-  auto to = transport::ParseHostPort(f.to);
-  if (!to.ok()) return Fail("--to: " + to.status().message());
+  if (f.to.empty() && !f.blackhole) return Fail("--to HOST:PORT is required (unless --blackhole)");
+  if (!f.to.empty()) {
+    auto to = transport::ParseHostPort(f.to);
+    if (!to.ok()) return Fail("--to: " + to.status().message());
+    o.to = *to;
+  }
   o.listen = *listen;
-  o.to = *to;
+  o.blackhole = f.blackhole;
   o.delay_ms = f.delay;
   o.jitter_ms = f.jitter;
   o.rate_mbit = f.rate;
@@ -141,10 +149,21 @@ int RunProxy(const ProxyFlags& f) {
   auto proxy = transport::Proxy::Start(o);
   if (!proxy.ok()) return Fail(proxy.status().message());
   nlohmann::json ready = {{"event", "ready"}, {"port", (*proxy)->port()}, {"to", f.to},
-                          {"delay_ms", f.delay}, {"jitter_ms", f.jitter}, {"rate_mbit", f.rate}};
+                          {"delay_ms", f.delay}, {"jitter_ms", f.jitter}, {"rate_mbit", f.rate},
+                          {"blackhole", f.blackhole}};
   std::printf("%s\n", ready.dump().c_str());
   std::fflush(stdout);
-  WaitForTermSignal();
+  while (true) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGUSR1) {
+      DAISY_LOG_INFO("proxy: SIGUSR1: cutting %zu links mid-frame", (*proxy)->Cut());
+    } else if (sig == SIGUSR2) {
+      DAISY_LOG_INFO("proxy: SIGUSR2: %zu links go silent", (*proxy)->Stall());
+    } else {
+      break;
+    }
+  }
   (*proxy)->Stop();
   return 0;
 }
@@ -177,11 +196,14 @@ Runner AddWorker(CLI::App& app) {
 Runner AddProxy(CLI::App& app) {
   auto f = std::make_shared<ProxyFlags>();
   app.add_option("--listen", f->listen, "HOST:PORT to accept on")->required();
-  app.add_option("--to", f->to, "HOST:PORT to forward to")->required();
-  app.add_option("--delay", f->delay, "Added one-way latency per chunk, ms")->required();
+  app.add_option("--to", f->to, "HOST:PORT to forward to");
+  app.add_option("--delay", f->delay, "Added one-way latency per chunk, ms")->capture_default_str();
   app.add_option("--jitter", f->jitter, "Extra uniform random latency 0..J ms")->capture_default_str();
   app.add_option("--rate", f->rate, "Bandwidth limit per direction, Mbit/s (0: none)")->capture_default_str();
   app.add_option("--seed", f->seed, "Jitter seed")->capture_default_str();
+  app.add_flag("--blackhole", f->blackhole,
+               "Accept connections and never answer (a peer that hangs); SIGUSR1 cuts the open links "
+               "mid-frame, SIGUSR2 makes them go silent");
   return [f] { return RunProxy(*f); };
 }
 

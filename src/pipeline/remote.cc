@@ -74,11 +74,14 @@ Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<t
         continue;
       }
       auto c = std::make_shared<transport::Connection>(std::move(*s), w.ToString());
-      Status st = transport::AuthenticateDialer(*c, key, kAuthTimeout);
+      // The handshake within what is left of the deadline (at least a second, at most kAuthTimeout).
+      const transport::Millis answer = std::clamp(
+          std::chrono::duration_cast<transport::Millis>(deadline - Clock::now()), transport::Millis(1000), kAuthTimeout);
+      Status st = transport::AuthenticateDialer(*c, key, answer);
       if (st.ok()) st = c->Send(kDescribe, std::span<const uint8_t>{});
       shard::ShardInfo got;
       if (st.ok()) {
-        auto f = c->Receive(kMaxControlFrame, kAuthTimeout);
+        auto f = c->Receive(kMaxControlFrame, answer);
         if (!f.ok()) {
           st = f.status();
         } else if (f->type != kShardInfo) {
@@ -95,6 +98,14 @@ Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<t
           st = InvalidArgument("holds stage %d of model %s, not stage %d of %s", static_cast<int>(got.stage),
                                   got.fingerprint.c_str(), stage, want.c_str());
         }
+      }
+      if (st.code() == StatusCode::kDeadlineExceeded) {
+        // Connected, then silence: a hung process (it may come back) or not a daisy worker.
+        c->Shutdown();
+        last = DeadlineExceeded("accepted the connection but did not answer within %lld ms (hung, or not a daisy worker)",
+                                static_cast<long long>(answer.count()))
+                   .With("worker " + w.ToString());
+        continue;
       }
       if (!st.ok()) {
         // It answered and is not usable (its key, its shard): no point retrying it.

@@ -17,7 +17,9 @@ constexpr size_t kChunk = 64 << 10;
 
 // One client connection: two sockets, two directions, four threads.
 struct Proxy::Link {
+  enum Fault { kNone, kCut, kStalled };
   Socket a, b;  // client side, target side
+  std::atomic<int> fault{kNone};
   struct Direction {
     std::mutex mu;
     std::condition_variable cv;
@@ -49,6 +51,7 @@ void Proxy::Stop() {
     if (stopping_) return;
     stopping_ = true;
     links = links_;
+    for (Socket& h : held_) h.Shutdown();
   }
   listener_.Shutdown();
   if (accept_thread_.joinable()) accept_thread_.join();
@@ -65,6 +68,26 @@ void Proxy::Stop() {
   }
 }
 
+size_t Proxy::Cut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (auto& l : links_) {
+    int none = Link::kNone;
+    if (l->fault.compare_exchange_strong(none, Link::kCut)) ++n;
+  }
+  return n;
+}
+
+size_t Proxy::Stall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (auto& l : links_) {
+    int none = Link::kNone;
+    if (l->fault.compare_exchange_strong(none, Link::kStalled)) ++n;
+  }
+  return n;
+}
+
 void Proxy::AcceptLoop() {
   uint64_t n = 0;
   while (true) {
@@ -73,6 +96,12 @@ void Proxy::AcceptLoop() {
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
+      continue;
+    }
+    if (o_.blackhole) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      held_.push_back(std::move(*s));
       continue;
     }
     auto target = Connect(o_.to, Millis(5000));
@@ -113,7 +142,7 @@ void Proxy::AcceptLoop() {
           d.cv.notify_all();
         }
       });
-      std::thread writer([&to, &d, &from] {
+      std::thread writer([&to, &d, &from, link] {
         while (true) {
           std::unique_lock<std::mutex> lock(d.mu);
           d.cv.wait(lock, [&] { return d.eof || !d.queue.empty(); });
@@ -129,8 +158,16 @@ void Proxy::AcceptLoop() {
           std::vector<uint8_t> chunk = std::move(d.queue.front().second);
           d.queue.pop_front();
           lock.unlock();
+          const int fault = link->fault.load();
+          if (fault == Link::kStalled) continue;  // silence: read, dropped
+          if (fault == Link::kCut && chunk.size() > 1) chunk.resize(chunk.size() / 2);
           const std::span<const uint8_t> piece[1] = {chunk};
-          if (!to.SendAll(piece).ok()) {
+          if (fault == Link::kCut || !to.SendAll(piece).ok()) {
+            if (fault == Link::kCut) {
+              (void)to.SendAll(piece);  // part of what was in flight, then the link is gone
+              link->a.Shutdown();
+              link->b.Shutdown();
+            }
             from.Shutdown();
             std::lock_guard<std::mutex> l2(d.mu);
             d.eof = true;

@@ -3,6 +3,11 @@
 // stamps each chunk (up to 64 KiB) with its release time and a writer that sends it when that
 // time comes — a release-time queue, so many chunks are in flight at once as on a real link
 // (a per-chunk sleep would serialise traffic). Chunks never overtake each other.
+// Faults, for tests of what a broken network does to a pipeline: Cut() ends every link open now
+// part-way through the next piece of data it forwards (mid-frame: the peers see a truncated
+// frame, then end of stream); Stall() makes every link open now go silent (it keeps reading and
+// drops everything, so neither side notices anything but silence); with `blackhole` the proxy
+// accepts connections and never answers. Links opened after a fault work normally.
 #pragma once
 
 #include <atomic>
@@ -23,6 +28,7 @@ struct ProxyOptions {
   double jitter_ms = 0;
   double rate_mbit = 0;  // 0: unlimited
   uint64_t seed = 1;
+  bool blackhole = false;  // accept, read nothing, answer nothing, never connect onwards
 };
 
 class Proxy {
@@ -31,6 +37,9 @@ class Proxy {
   ~Proxy();
   uint16_t port() const { return port_; }
   void Stop();
+  // Fault injection on the links open now; returns how many were hit.
+  size_t Cut();
+  size_t Stall();
 
  private:
   struct Link;
@@ -43,6 +52,7 @@ class Proxy {
   std::mutex mu_;
   bool stopping_ = false;
   std::vector<std::shared_ptr<Link>> links_;
+  std::vector<Socket> held_;  // blackhole connections
   std::thread accept_thread_;
 };
 
