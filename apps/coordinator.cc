@@ -19,6 +19,11 @@ GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f) {
                  "TOML cluster file listing the shards, workers and key (docs/cluster-file.md)");
   GivenFlags given;
   given.key_file = app.add_option("--key-file", f.key_file, "Cluster key the workers were started with");
+  app.add_flag("--tls", f.tls, "Encrypt the links to the workers with TLS 1.3 keyed by --key-file (the workers "
+                               "need --tls too)");
+  app.add_option("--tls-cert", f.tls_files.cert, "TLS with certificates: this node's certificate (PEM)");
+  app.add_option("--tls-key", f.tls_files.key, "TLS with certificates: this node's private key (PEM file)");
+  app.add_option("--tls-ca", f.tls_files.ca, "TLS with certificates: the cluster CA that signed every node's certificate");
   given.wire = app.add_option("--wire", f.wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
                    ->capture_default_str();
   given.connect_timeout = app.add_option("--connect-timeout", f.connect_timeout,
@@ -129,9 +134,11 @@ Result<std::unique_ptr<pipeline::Pipeline>> MakePipeline(const CoordinatorFlags&
     if (!f.key_file.empty()) {
       DAISY_ASSIGN_OR_RETURN(transport::ClusterKey key, transport::ClusterKey::Load(f.key_file));
       ro.key = std::move(key);
-    } else {
+    } else if (f.tls_files.ca.empty()) {
       DAISY_LOG_WARN("no --key-file: talking to the workers without authentication (open cluster)");
     }
+    DAISY_ASSIGN_OR_RETURN(ro.tls, transport::TlsFromFlags(f.tls, f.tls_files, ro.key ? &*ro.key : nullptr));
+    if (ro.tls) DAISY_LOG_INFO("links to the workers: %s", ro.tls->Describe().c_str());
     DAISY_ASSIGN_OR_RETURN(ro.wire, pipeline::ParseWireType(f.wire));
     ro.max_rows = base.max_batch_rows;
     // Releases travel to each worker directly while forwards go round the ring, so a worker

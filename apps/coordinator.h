@@ -11,6 +11,7 @@
 #include "kernels/kernel_table.h"
 #include "model/model.h"
 #include "pipeline/pipeline.h"
+#include "transport/tls.h"
 #include "coord/drafter.h"
 #include "coord/generate.h"
 #include "coord/k_controller.h"
@@ -25,6 +26,8 @@ struct CoordinatorFlags {
   std::string workers;               // HOST:PORT,... for the remaining stages
   std::string cluster;               // TOML cluster file (pipeline/cluster.h)
   std::string key_file;
+  bool tls = false;
+  transport::TlsFiles tls_files;
   std::string wire = "f32";
   double connect_timeout = 30;
   double peer_timeout = 10;

@@ -41,6 +41,8 @@ struct WorkerFlags {
   int stage = -1;
   int threads = 0;
   bool mmap_weights = false;
+  bool tls = false;
+  transport::TlsFiles tls_files;
 };
 
 // Takes this worker's shard, listen address and key from --cluster FILE --stage N; flags given on
@@ -82,6 +84,9 @@ int RunWorker(const WorkerFlags& f) {
     if (!key.ok()) return Fail(key.status().message());
     o.key = std::move(*key);
   }
+  auto tls = transport::TlsFromFlags(f.tls, f.tls_files, o.key ? &*o.key : nullptr);
+  if (!tls.ok()) return Fail(tls.status().message());
+  o.tls = std::move(*tls);
   if (!f.kv_budget.empty()) {
     auto b = shard::ParseBytes(f.kv_budget);
     if (!b.ok()) return Fail("--kv-budget: " + b.status().message());
@@ -99,9 +104,10 @@ int RunWorker(const WorkerFlags& f) {
                           info.stage, f.cluster.c_str(), f.stage));
   }
   const double load_seconds = shard->load_seconds;
+  const std::string o_tls_name = o.tls ? o.tls->Describe() : "off";
   auto worker = pipeline::Worker::Start(std::move(*shard), std::move(o));
   if (!worker.ok()) return Fail(worker.status().message());
-  if (f.key_file.empty()) {
+  if (f.key_file.empty() && f.tls_files.ca.empty()) {
     DAISY_LOG_WARN("worker: no --key-file: the cluster runs open; anyone who can reach %s can "
                    "drive this worker", f.listen.c_str());
   }
@@ -109,7 +115,8 @@ int RunWorker(const WorkerFlags& f) {
                           {"stage", info.stage},    {"stages", info.n_stages},
                           {"first_layer", info.first_layer}, {"last_layer", info.last_layer},
                           {"fingerprint", info.fingerprint}, {"load_seconds", load_seconds},
-                          {"huge_page_bytes", HugePageBytes()}, {"rss_bytes", PeakRssBytes()}};
+                          {"huge_page_bytes", HugePageBytes()}, {"rss_bytes", PeakRssBytes()},
+                          {"tls", o_tls_name}};
   std::printf("%s\n", ready.dump().c_str());
   std::fflush(stdout);
   DAISY_LOG_INFO("worker: %s ready on %s:%u in %.2f s", info.Describe().c_str(),
@@ -178,6 +185,10 @@ Runner AddWorker(CLI::App& app) {
           ->capture_default_str();
   const CLI::Option* key =
       app.add_option("--key-file", f->key_file, "Cluster key: peers must prove they hold it");
+  app.add_flag("--tls", f->tls, "Encrypt every link of this worker with TLS 1.3 keyed by --key-file");
+  app.add_option("--tls-cert", f->tls_files.cert, "TLS with certificates: this node's certificate (PEM)");
+  app.add_option("--tls-key", f->tls_files.key, "TLS with certificates: this node's private key (PEM file)");
+  app.add_option("--tls-ca", f->tls_files.ca, "TLS with certificates: the cluster CA that signed every node's certificate");
   app.add_option("--cluster", f->cluster, "TOML cluster file (docs/cluster-file.md); with --stage");
   app.add_option("--stage", f->stage, "Which stage of --cluster FILE to serve");
   app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");

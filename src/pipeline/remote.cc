@@ -77,7 +77,7 @@ Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<t
       // The handshake within what is left of the deadline (at least a second, at most kAuthTimeout).
       const transport::Millis answer = std::clamp(
           std::chrono::duration_cast<transport::Millis>(deadline - Clock::now()), transport::Millis(1000), kAuthTimeout);
-      Status st = transport::AuthenticateDialer(*c, key, answer);
+      Status st = transport::AuthenticateDialer(*c, key, answer, o_.tls.get());
       if (st.ok()) st = c->Send(kDescribe, std::span<const uint8_t>{});
       shard::ShardInfo got;
       if (st.ok()) {

@@ -30,6 +30,7 @@ namespace daisy::pipeline {
 struct RemoteOptions {
   std::vector<transport::HostPort> workers;
   std::optional<transport::ClusterKey> key;
+  std::shared_ptr<const transport::TlsContext> tls;  // set: links to the workers are TLS
   WireType wire = WireType::kF32;
   int max_rows = 256;
   int max_seqs = 64;

@@ -95,7 +95,7 @@ void Worker::AcceptLoop() {
 
 void Worker::Serve(std::shared_ptr<Conn> c) {
   const transport::ClusterKey* key = options_.key ? &*options_.key : nullptr;
-  Status s = transport::AuthenticateAcceptor(*c->conn, key, kAuthTimeout);
+  Status s = transport::AuthenticateAcceptor(*c->conn, key, kAuthTimeout, options_.tls.get());
   if (!s.ok()) {
     DAISY_LOG_WARN("worker: dropping %s: %s", c->conn->peer().c_str(), s.message().c_str());
   } else {
@@ -230,7 +230,7 @@ Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& 
     DAISY_ASSIGN_OR_RETURN(transport::Socket s, transport::ConnectWithRetry(hop, kNextHopDeadline));
     down = std::make_shared<transport::Connection>(std::move(s), hop.ToString());
     DAISY_RETURN_IF_ERROR(transport::AuthenticateDialer(*down, options_.key ? &*options_.key : nullptr,
-                                                        kAuthTimeout)
+                                                        kAuthTimeout, options_.tls.get())
                               .With("next stage " + hop.ToString()));
     transport::Encoder join;
     join.Put<uint64_t>(cfg.session);

@@ -26,6 +26,7 @@ namespace daisy::pipeline {
 struct WorkerOptions {
   transport::HostPort listen;
   std::optional<transport::ClusterKey> key;  // none: open cluster
+  std::shared_ptr<const transport::TlsContext> tls;  // set: every link of this worker is TLS
   int threads = 0;                           // compute threads (0: all cores)
   size_t kv_budget_bytes = 0;                // 0: no budget beyond the sequence limits
   const kernels::KernelTable* kernels = nullptr;  // null: the best for this CPU

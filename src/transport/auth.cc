@@ -49,7 +49,11 @@ Result<ClusterKey> ClusterKey::Load(const std::filesystem::path& path) {
   return ClusterKey(std::move(bytes));
 }
 
-Status AuthenticateAcceptor(Connection& conn, const ClusterKey* key, Millis timeout) {
+Status AuthenticateAcceptor(Connection& conn, const ClusterKey* key, Millis timeout, const TlsContext* tls) {
+  if (tls != nullptr) {
+    DAISY_RETURN_IF_ERROR(conn.Send(kStartTls, std::span<const uint8_t>{}));
+    DAISY_RETURN_IF_ERROR(conn.StartTls(*tls, /*dialer=*/false, timeout));
+  }
   uint8_t nonce_s[kNonce];
   DAISY_RETURN_IF_ERROR(Random(nonce_s, kNonce));
   Encoder hello;
@@ -87,8 +91,19 @@ Status AuthenticateAcceptor(Connection& conn, const ClusterKey* key, Millis time
   return conn.Send(kAuthOk, ok.bytes());
 }
 
-Status AuthenticateDialer(Connection& conn, const ClusterKey* key, Millis timeout) {
+Status AuthenticateDialer(Connection& conn, const ClusterKey* key, Millis timeout, const TlsContext* tls) {
   DAISY_ASSIGN_OR_RETURN(Frame f, conn.Receive(kMaxAuthFrame, timeout));
+  if (f.type == kStartTls) {
+    if (tls == nullptr) {
+      return PermissionDenied("%s requires TLS: start this side with --tls (and the same --key-file) or the "
+                              "cluster's --tls-cert/--tls-key/--tls-ca", conn.peer().c_str());
+    }
+    DAISY_RETURN_IF_ERROR(conn.StartTls(*tls, /*dialer=*/true, timeout));
+    DAISY_ASSIGN_OR_RETURN(f, conn.Receive(kMaxAuthFrame, timeout));
+  } else if (f.type == kHello && tls != nullptr) {
+    return PermissionDenied("%s does not use TLS; refusing to talk to it in the clear (start it with --tls too)",
+                            conn.peer().c_str());
+  }
   if (f.type != kHello) return DataLoss("%s: expected a hello frame, got type %u", conn.peer().c_str(), f.type);
   Decoder d(f.payload, "hello frame");
   uint8_t keyed = 0;

@@ -19,6 +19,7 @@ enum FrameType : uint16_t {
   kAuth = 2,      // dialer -> acceptor: u8 keyed, nonce[32], mac[32]
   kAuthOk = 3,    // acceptor -> dialer: mac[32]
   kAuthFail = 4,  // acceptor -> dialer: u32 length + reason
+  kStartTls = 5,  // acceptor -> dialer, empty, in the clear: a TLS handshake follows (the dialer starts it)
 };
 
 class ClusterKey {
@@ -34,10 +35,11 @@ class ClusterKey {
 };
 
 // Acceptor side. `key` null: open. Fails (the caller drops the connection and logs) when the
-// peer does not prove it holds the key, or is open while we are keyed.
-Status AuthenticateAcceptor(Connection& conn, const ClusterKey* key, Millis timeout);
+// peer does not prove it holds the key, or is open while we are keyed. `tls` non-null: the link
+// switches to TLS first (kStartTls, then the handshake) and the key exchange runs inside it.
+Status AuthenticateAcceptor(Connection& conn, const ClusterKey* key, Millis timeout, const TlsContext* tls = nullptr);
 // Dialer side: fails when the acceptor does not prove it holds the key, refuses us, or runs
-// open while we are keyed.
-Status AuthenticateDialer(Connection& conn, const ClusterKey* key, Millis timeout);
+// open while we are keyed, or when one side uses TLS and the other does not (named).
+Status AuthenticateDialer(Connection& conn, const ClusterKey* key, Millis timeout, const TlsContext* tls = nullptr);
 
 }  // namespace daisy::transport

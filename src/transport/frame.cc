@@ -18,12 +18,17 @@ Status Connection::Send(uint16_t type, std::span<const std::span<const uint8_t>>
   all.push_back(header);
   all.insert(all.end(), pieces.begin(), pieces.end());
   std::lock_guard<std::mutex> lock(send_mu_);
-  return socket_.SendAll(all);
+  return tls_ ? tls_->WriteAll(all) : socket_.SendAll(all);
+}
+
+Status Connection::StartTls(const TlsContext& ctx, bool dialer, Millis timeout) {
+  DAISY_ASSIGN_OR_RETURN(tls_, TlsSession::Handshake(ctx, socket_.fd(), dialer, peer_, timeout));
+  return Status::Ok();
 }
 
 Result<Frame> Connection::Receive(size_t max_payload, Millis timeout) {
   uint8_t header[kHeaderBytes];
-  DAISY_RETURN_IF_ERROR(socket_.RecvAll(header, timeout));
+  DAISY_RETURN_IF_ERROR(tls_ ? tls_->ReadAll(header, timeout) : socket_.RecvAll(header, timeout));
   uint32_t magic = 0, len = 0;
   uint16_t version = 0;
   Frame f;
@@ -41,7 +46,7 @@ Result<Frame> Connection::Receive(size_t max_payload, Millis timeout) {
                     f.type, len, max_payload);
   }
   f.payload.resize(len);
-  DAISY_RETURN_IF_ERROR(socket_.RecvAll(f.payload, timeout));
+  DAISY_RETURN_IF_ERROR(tls_ ? tls_->ReadAll(f.payload, timeout) : socket_.RecvAll(f.payload, timeout));
   return f;
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "transport/net.h"
+#include "transport/tls.h"
 
 namespace daisy::transport {
 
@@ -44,9 +45,15 @@ class Connection {
   Result<Frame> Receive(size_t max_payload, Millis timeout = Millis(0));
   // Unblocks the reader and fails later sends.
   void Shutdown() { socket_.Shutdown(); }
+  // From here on every frame travels inside TLS (the handshake runs now, within `timeout`).
+  // Called by the authentication exchange, before any other thread uses the connection.
+  Status StartTls(const TlsContext& ctx, bool dialer, Millis timeout);
+  // "TLSv1.3 TLS_AES_128_GCM_SHA256", or "" on a plain link.
+  std::string Security() const { return tls_ ? tls_->Describe() : ""; }
 
  private:
   Socket socket_;
+  std::unique_ptr<TlsSession> tls_;
   std::string peer_;
   std::mutex send_mu_;
 };
