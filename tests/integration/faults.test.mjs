@@ -3,8 +3,11 @@
 // accepts and never answers (--blackhole). `daisy serve` runs a 3-stage pipeline whose stage-1
 // worker is reached through the proxy (by the coordinator and by the stage before it), with 4
 // concurrent streamed users; every case ends in a resume with the texts of the undisturbed run,
-// or in a clear error within its timeout. Runs the binary named by $DAISY.
+// or in a clear error within its timeout. And the links encrypted: with --tls (keyed by the
+// cluster key) every hop, worker to worker included, gives the same texts as plain links, and a
+// side without TLS is refused by name. Runs the binary named by $DAISY.
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import path from "node:path";
 import {after, before, test} from "node:test";
 import OpenAI from "openai";
@@ -152,4 +155,30 @@ test("mid-run, the worker's address turns into a black hole: the requests fail w
   }
   assert.equal(text, baseline[1]);
   stop([...c.all, again]);
+});
+
+test("--tls on every link (cluster key): the same texts as plain links; a worker without TLS is refused by name", async () => {
+  const key = path.join(dir, "cluster.key");
+  fs.writeFileSync(key, "tls-test-cluster-key-0123456789abcdef\n");
+  const secure = ["--key-file", key, "--tls"];
+  const w1 = await spawnLive(["worker", "--shard", path.join(shards, "stage-1.daisy"), "--listen", "127.0.0.1:0", "-t", "1", ...secure]);
+  const w2 = await spawnLive(["worker", "--shard", path.join(shards, "stage-2.daisy"), "--listen", "127.0.0.1:0", "-t", "1", ...secure]);
+  assert.equal(w1.ready.tls, "TLS 1.3 (cluster key)");
+  const s = await spawnLive(["serve", "--shard", path.join(shards, "stage-0.daisy"), "--workers",
+                             `127.0.0.1:${w1.port},127.0.0.1:${w2.port}`, "--http", "127.0.0.1:0", "-t", "1",
+                             "--ctx", "1024", "--max-seqs", "4", "--prefill-chunk", "16", ...secure]);
+  const client = new OpenAI({baseURL: `http://127.0.0.1:${s.port}/v1`, apiKey: "none", maxRetries: 0, timeout: 120000});
+  const texts = await Promise.all(PROMPTS.map((p) => stream(client, s.ready.model, p, 80)));
+  texts.forEach((t, i) => assert.equal(t, baseline[i], `request ${i} over TLS`));
+  assert.match(s.stderr(), /links to the workers: TLS 1\.3 \(cluster key\)/);
+  // The same cluster without --tls on the coordinator: refused, named.
+  const plain = run(["run", "--shard", path.join(shards, "stage-0.daisy"), "--workers", `127.0.0.1:${w1.port},127.0.0.1:${w2.port}`,
+                     "--key-file", key, "-p", "hi", "-n", "2", "-t", "1", "--connect-timeout", "3"], undefined, 30000);
+  assert.notEqual(plain.code, 0);
+  assert.match(plain.err, new RegExp(`127\\.0\\.0\\.1:${w1.port} requires TLS: start this side with --tls`));
+  stop([s, w1, w2]);
+  // --tls without a key or certificates: named at start.
+  const nokey = run(["worker", "--shard", path.join(shards, "stage-1.daisy"), "--listen", "127.0.0.1:0", "--tls"], undefined, 30000);
+  assert.notEqual(nokey.code, 0);
+  assert.match(nokey.err, /--tls needs the cluster key \(--key-file\) or certificates/);
 });
