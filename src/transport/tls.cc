@@ -6,6 +6,7 @@
 #include <openssl/hmac.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <chrono>
@@ -85,6 +86,37 @@ bool WaitFor(int fd, short events, bool bounded, Clock::time_point deadline) {
   }
 }
 
+// OpenSSL writes with write(2), which raises SIGPIPE when the peer is gone; the plain links send
+// with MSG_NOSIGNAL instead. The signal goes to the writing thread, so this thread blocks it for
+// the call and takes a SIGPIPE the call raised before unblocking (one raised earlier stays).
+class NoSigpipe {
+ public:
+  NoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~NoSigpipe() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec zero{0, 0};
+        while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+};
+
 }  // namespace
 
 TlsContext::~TlsContext() {
@@ -96,6 +128,7 @@ Status TlsContext::Configure(SSL_CTX* ctx, bool server) {
   if (ctx == nullptr) return Internal("OpenSSL: %s", OpenSslErrors("cannot create a TLS context").c_str());
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);  // a peer that exits without close_notify just closed
   if (server) SSL_CTX_set_num_tickets(ctx, 0);  // no resumption: links are long-lived
   if (psk_) {
     SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256");
@@ -180,7 +213,11 @@ Result<std::unique_ptr<TlsSession>> TlsSession::Handshake(const TlsContext& ctx,
   const auto deadline = Clock::now() + timeout;
   while (true) {
     ERR_clear_error();
-    const int rc = dialer ? SSL_connect(ssl) : SSL_accept(ssl);
+    int rc;
+    {
+      NoSigpipe guard;
+      rc = dialer ? SSL_connect(ssl) : SSL_accept(ssl);
+    }
     if (rc == 1) return s;
     const int err = SSL_get_error(ssl, rc);
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
@@ -224,6 +261,7 @@ Status TlsSession::WriteAll(std::span<const std::span<const uint8_t>> pieces) {
     std::string why;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      NoSigpipe guard;
       ERR_clear_error();
       n = SSL_write(ssl_, data.data() + at, static_cast<int>(std::min<size_t>(data.size() - at, INT_MAX)));
       if (n <= 0) {
@@ -252,6 +290,7 @@ Status TlsSession::ReadAll(std::span<uint8_t> out, Millis timeout) {
     std::string why;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      NoSigpipe guard;
       ERR_clear_error();
       n = SSL_read(ssl_, out.data() + got, static_cast<int>(std::min<size_t>(out.size() - got, INT_MAX)));
       if (n <= 0) {

@@ -171,6 +171,13 @@ test("--tls on every link (cluster key): the same texts as plain links; a worker
   const texts = await Promise.all(PROMPTS.map((p) => stream(client, s.ready.model, p, 80)));
   texts.forEach((t, i) => assert.equal(t, baseline[i], `request ${i} over TLS`));
   assert.match(s.stderr(), /links to the workers: TLS 1\.3 \(cluster key\)/);
+  // daisy run over the same TLS cluster ends cleanly (exit 0: no SIGPIPE when the links close)
+  // with the text of the whole model.
+  const overTls = must(["run", "--shard", path.join(shards, "stage-0.daisy"), "--workers",
+                        `127.0.0.1:${w1.port},127.0.0.1:${w2.port}`, ...secure, "-p", PROMPTS[2], "-n", "24", "-t", "1",
+                        "--json"]);
+  const whole = must(["run", "-m", path.join(dir, "m.gguf"), "-p", PROMPTS[2], "-n", "24", "-t", "1", "--json"]);
+  assert.equal(JSON.parse(overTls.out.trim().split("\n").pop()).text, JSON.parse(whole.out.trim().split("\n").pop()).text);
   // The same cluster without --tls on the coordinator: refused, named.
   const plain = run(["run", "--shard", path.join(shards, "stage-0.daisy"), "--workers", `127.0.0.1:${w1.port},127.0.0.1:${w2.port}`,
                      "--key-file", key, "-p", "hi", "-n", "2", "-t", "1", "--connect-timeout", "3"], undefined, 30000);
