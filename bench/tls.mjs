@@ -37,7 +37,7 @@ const configs = {
   plain: ["--workers", `127.0.0.1:${plainWorker.ready.port}`, ...keyed],
   tls: ["--workers", `127.0.0.1:${tlsWorker.ready.port}`, ...keyed, "--tls"],
 };
-const longIds = Array.from({length: 512}, (_, i) => (i * 7919) % 30000 + 10).join(",");
+const longIds = Array.from({length: 512}, (_, i) => (i * 37) % 300 + 10).join(",");  // the tiny vocabulary: 312 ids
 const decodeArgs = ["--ids", "1,2,3,4", "-n", "256", "--ignore-eos", "--json", "-t", "1"];
 const promptArgs = ["--ids", longIds, "-n", "1", "--json", "-t", "1", "-b", "512"];
 const decode = {plain: [], tls: []}, prompt = {plain: [], tls: []}, us = [];
