@@ -429,9 +429,11 @@ void Scheduler::Loop() {
     Admit();
     Sweep();
     bool stopping;
+    std::vector<int64_t> held = pipe_.stage_sequences();  // the local stages are this thread's
     {
       std::lock_guard lock(mu_);
       stopping = stop_;
+      metrics_.stage_sequences = std::move(held);
     }
     if (broken_ && !active_.empty()) {
       const Status st = pipe_.Recover();

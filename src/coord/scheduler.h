@@ -172,6 +172,8 @@ struct SchedulerMetrics {
   // requests resumed, tokens read again to rebuild their KV, and seconds paused.
   uint64_t ring_failures = 0, resumes = 0, refilled_tokens = 0;
   double paused_seconds = 0;
+  // Per stage, the sequences holding KV there (workers: as of their last pong; -1: unknown).
+  std::vector<int64_t> stage_sequences;
 };
 
 class Scheduler {

@@ -80,6 +80,7 @@ std::vector<uint8_t> EncodePong(const Pong& p) {
   e.Put<uint64_t>(p.nonce);
   e.Put<uint64_t>(p.done);
   e.Put<uint64_t>(p.busy);
+  e.Put<uint32_t>(p.held);
   return std::move(e.bytes());
 }
 
@@ -88,6 +89,7 @@ Status DecodePong(std::span<const uint8_t> payload, Pong& p) {
   DAISY_RETURN_IF_ERROR(d.Get(p.nonce));
   DAISY_RETURN_IF_ERROR(d.Get(p.done));
   DAISY_RETURN_IF_ERROR(d.Get(p.busy));
+  DAISY_RETURN_IF_ERROR(d.Get(p.held));
   return d.ExpectEnd();
 }
 

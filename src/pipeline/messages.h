@@ -36,6 +36,7 @@ struct Pong {
   uint64_t nonce = 0;
   uint64_t done = 0;
   uint64_t busy = 0;
+  uint32_t held = 0;  // sequences holding KV on this worker (protocol 4)
 };
 std::vector<uint8_t> EncodePing(uint64_t nonce);
 Status DecodePing(std::span<const uint8_t> payload, uint64_t& nonce);

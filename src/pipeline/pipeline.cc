@@ -72,6 +72,16 @@ size_t Pipeline::local_sequences() const {
   return n;
 }
 
+std::vector<int64_t> Pipeline::stage_sequences() const {
+  std::vector<int64_t> out;
+  for (const auto& s : local_) out.push_back(static_cast<int64_t>(s->stage().kv().n_sequences()));
+  if (remote_ != nullptr) {
+    const std::vector<int64_t> remote = remote_->held_sequences();
+    out.insert(out.end(), remote.begin(), remote.end());
+  }
+  return out;
+}
+
 uint64_t Pipeline::wire_bytes_sent() const { return remote_ != nullptr ? remote_->wire_bytes_sent() : 0; }
 
 Status Pipeline::Recover() {

@@ -40,6 +40,9 @@ class Pipeline {
   std::string why_broken() const;
   // Sequences holding KV in this process's stages (summed over them).
   size_t local_sequences() const;
+  // Per stage, the sequences holding KV: the local stages' own (call from the thread that runs
+  // them), the workers' as their last pongs said (-1: not known yet).
+  std::vector<int64_t> stage_sequences() const;
   // Bytes of forwards sent to the workers so far (frames included).
   uint64_t wire_bytes_sent() const;
   uint64_t NextId() { return ++next_id_; }

@@ -28,7 +28,8 @@ enum MessageType : uint16_t {
   kRelease = 23,     // coordinator -> every worker: u32 count, i32 seq ids
   kError = 24,       // worker -> coordinator: u64 forward id (0: none), message
   kPing = 25,        // coordinator -> worker: u64 nonce
-  kPong = 26,        // worker -> coordinator: u64 nonce, u64 last forward finished, u64 forward in progress
+  kPong = 26,        // worker -> coordinator: u64 nonce, u64 last forward finished, u64 forward in progress,
+                     // u32 sequences holding KV
 };
 
 enum class WireType : uint8_t { kF32 = 0, kBF16 = 1, kF16 = 2, kQ8_0 = 3 };

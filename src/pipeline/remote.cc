@@ -373,4 +373,13 @@ Status RemoteChain::Reconnect() {
   return Build();
 }
 
+std::vector<int64_t> RemoteChain::held_sequences() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> out(o_.workers.size(), -1);
+  for (size_t i = 0; i < progress_.size() && i < out.size(); ++i) {
+    if (progress_[i].nonce != 0) out[i] = progress_[i].held;
+  }
+  return out;
+}
+
 }  // namespace daisy::pipeline

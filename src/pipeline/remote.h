@@ -66,6 +66,8 @@ class RemoteChain {
   Status Reconnect();
   const std::vector<shard::ShardInfo>& shards() const { return infos_; }
   uint64_t wire_bytes_sent() const { return bytes_sent_; }
+  // Per worker, the sequences holding KV there as its last pong said (-1: no pong yet). Thread-safe.
+  std::vector<int64_t> held_sequences() const;
 
  private:
   explicit RemoteChain(RemoteOptions o, std::vector<shard::ShardInfo> local)
@@ -92,7 +94,7 @@ class RemoteChain {
   Limits limits_;
   std::vector<std::shared_ptr<transport::Connection>> conns_;
   std::vector<std::thread> readers_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
   std::string broken_;  // why the current ring is down ("" while it is up)

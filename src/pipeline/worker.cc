@@ -186,7 +186,7 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
         if (c->role != Conn::kCoordinator || c->session != session_) return InvalidArgument("a ping outside a session");
       }
       // Answered here, on the reader thread: a worker busy computing still answers at once.
-      return c->conn->Send(kPong, EncodePong({nonce, done_.load(), busy_.load()}));
+      return c->conn->Send(kPong, EncodePong({nonce, done_.load(), busy_.load(), static_cast<uint32_t>(held_.load())}));
     }
     case kRelease: {
       transport::Decoder d(f.payload, "release");

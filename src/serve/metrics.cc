@@ -92,6 +92,14 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
          sample("daisy_refilled_tokens_total", static_cast<double>(m.refilled_tokens)));
   metric("daisy_paused_seconds_total", "counter", "Time requests waited for the ring to come back.",
          sample("daisy_paused_seconds_total", m.paused_seconds));
+  std::string held;
+  for (size_t i = 0; i < m.stage_sequences.size(); ++i) {
+    if (m.stage_sequences[i] >= 0) {
+      held += sample("daisy_stage_sequences", static_cast<double>(m.stage_sequences[i]), StrFormat("{stage=\"%zu\"}", i));
+    }
+  }
+  metric("daisy_stage_sequences", "gauge",
+         "Sequences holding KV on each stage (a worker's as of its last pong, every second or so).", held);
   double ttft_sum;
   uint64_t ttft_count;
   {

@@ -203,6 +203,13 @@ test("bad requests get OpenAI-style 4xx errors and the server stays up", async (
   assert.equal(health.status, "ok");
 });
 
+// A metric's value, or null when /metrics does not have it (yet).
+async function maybeMetric(server, name) {
+  const text = await (await fetch(`http://127.0.0.1:${server.ready.port}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(name + " "));
+  return line ? Number(line.split(" ").pop()) : null;
+}
+
 async function metric(server, name) {
   const text = await (await fetch(`http://127.0.0.1:${server.ready.port}/metrics`)).text();
   const line = text.split("\n").find((l) => l.startsWith(name + " ") || l.startsWith(name + "{"));
@@ -239,6 +246,13 @@ test("a client that disconnects mid-stream frees its sequence on every stage", a
     active = await metric(slow, "daisy_active_sequences");
   }
   assert.equal(active, 0);
+  // The worker let go of it too (its pongs say so within a few heartbeats).
+  let workerHeld = -1;
+  for (let i = 0; i < 40 && workerHeld !== 0; i++) {
+    workerHeld = await maybeMetric(slow, 'daisy_stage_sequences{stage="1"}');
+    if (workerHeld !== 0) await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.equal(workerHeld, 0);
   assert.equal(await metric(slow, 'daisy_requests_total{outcome="cancelled"}'), before + 1);
   assert.equal(await metric(slow, 'daisy_requests_total{outcome="length"}'), 0);
   // The pipeline serves the next request normally.
@@ -325,6 +339,13 @@ test("/metrics reports throughput, queue, micro-batches, timing and KV", async (
   assert.ok(await metric(pipe, "daisy_generated_tokens_total") > 0);
   assert.equal(await metric(pipe, "daisy_stages"), 2);
   assert.equal(await metric(pipe, "daisy_kv_positions_capacity"), 4 * 512);
+  // Every stage's KV holders, the worker's from its pongs: all free once the requests are done.
+  let held = [1, 1];
+  for (let i = 0; i < 40 && held.some((h) => h !== 0); i++) {
+    held = [await maybeMetric(pipe, 'daisy_stage_sequences{stage="0"}'), await maybeMetric(pipe, 'daisy_stage_sequences{stage="1"}')];
+    if (held.some((h) => h !== 0)) await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.deepEqual(held, [0, 0]);
 });
 
 test("with --resume-wait 0, a worker that stops answering fails every user's request within --peer-timeout, named; the server stays up and serves again once it is back", async () => {
