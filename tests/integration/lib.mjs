@@ -12,6 +12,9 @@ import path from "node:path";
 import {after} from "node:test";
 
 export const daisy = process.env.DAISY ?? "build/apps/daisy";
+// What AddressSanitizer, LeakSanitizer, ThreadSanitizer and UBSan print (CI runs the integration
+// tests on a sanitizer build too).
+const SANITIZER_REPORT = /ERROR: (Address|Leak|Thread|Memory)Sanitizer|WARNING: ThreadSanitizer|runtime error: /;
 
 // The last line of `out` as JSON (`--json` prints its report last).
 export function lastJson(out) {
@@ -23,9 +26,19 @@ export function lastJson(out) {
 export function harness(name) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `daisy-${name}-`));
   const children = new Set();
-  after(() => {
+  const logs = [];  // every process's stderr, scanned for sanitizer reports at the end
+  after(async () => {
+    // SIGTERM first, so a sanitizer build's leak check runs at exit; SIGKILL what is left.
+    for (const c of children) c.kill("SIGTERM");
+    const t0 = Date.now();
+    while (children.size > 0 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
     for (const c of children) c.kill("SIGKILL");
     fs.rmSync(dir, {recursive: true, force: true});
+    const report = logs.map((l) => l()).find((e) => SANITIZER_REPORT.test(e));
+    if (report) {
+      const at = report.search(SANITIZER_REPORT);
+      throw new Error(`a daisy process reported a sanitizer error:\n${report.slice(Math.max(0, at - 200), at + 3000)}`);
+    }
   });
   // Kills `proc` at the end unless it has exited by then.
   const track = (proc) => {
@@ -38,6 +51,7 @@ export function harness(name) {
   const run = (args, input, timeout = 300000) => {
     const r = spawnSync(daisy, args, {input, encoding: "utf8", maxBuffer: 1 << 28, timeout, killSignal: "SIGKILL"});
     const err = r.error?.code === "ETIMEDOUT" ? `${r.stderr}\n[killed after ${timeout} ms]` : r.stderr;
+    logs.push(() => r.stderr ?? "");
     return {code: r.status, out: r.stdout, err};
   };
   const must = (args) => {
@@ -57,6 +71,7 @@ export function harness(name) {
       resolve({proc, ready, port: ready.port, stderr: () => err});
     });
     proc.stderr.on("data", (d) => (err += d));
+    logs.push(() => err);
     proc.on("exit", (code) => reject(new Error(`daisy ${args.join(" ")} exited ${code}: ${err}`)));
   });
   // Runs `daisy <args>` in the background; `done` resolves at its exit with {code, out, err, seconds}.
@@ -65,6 +80,7 @@ export function harness(name) {
     let out = "", err = "";
     proc.stdout.on("data", (d) => (out += d));
     proc.stderr.on("data", (d) => (err += d));
+    logs.push(() => err);
     const t0 = Date.now();
     const done = new Promise((resolve) => proc.on("exit", (code) => resolve({code, out, err, seconds: (Date.now() - t0) / 1000})));
     return {proc, done};
