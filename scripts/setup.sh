@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git
               libcli11-dev libpcre2-dev nlohmann-json3-dev libgtest-dev libgmock-dev
               libbenchmark-dev libssl-dev libxxhash-dev libtomlplusplus-dev
-              python3 python3-jinja2 clang libclang-rt-14-dev)
+              python3 python3-jinja2 clang libclang-rt-14-dev openssl)
 # Node.js may come from outside Debian's packages (a newer release): any node + npm on PATH will do.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   APT_PACKAGES+=(nodejs npm)

@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh Debian 12 machine: set up, build with warnings as errors,
 # run every test (unit tests, and the differential tests against llama.cpp), then rebuild with
 # clang under AddressSanitizer + UBSan and run the unit tests again (GGUF corruption tests
-# included) and every libFuzzer target briefly (docs/fuzzing.md).
+# included), the multi-process tests and every libFuzzer target briefly (docs/fuzzing.md), and
+# last under ThreadSanitizer the threaded parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -16,4 +17,17 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_
   -DDAISY_FUZZ=ON -DDAISY_FUZZ_COVERAGE=OFF -DDAISY_SANITIZE=address,undefined -DDAISY_BENCH=OFF >/dev/null
 cmake --build build-sanitize --parallel "$jobs"
 (cd build-sanitize && ctest --output-on-failure --timeout 900 -j "$jobs" -L unit)
+# The multi-process tests again with every daisy process under ASan+UBSan (a report in any
+# process's stderr fails the test: tests/integration/lib.mjs).
+(cd build-sanitize && ctest --output-on-failure --timeout 900 -j "$jobs" -R '^(pipeline|serve|resume|faults)$')
 FUZZ_BUILD=build-sanitize FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/fuzz.sh
+
+# ThreadSanitizer over the threaded parts: the links and TLS, the HTTP server, the pipeline and
+# the scheduler (unit tests), then serving and resuming with real processes.
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DDAISY_SANITIZE=thread -DDAISY_BENCH=OFF >/dev/null
+cmake --build build-tsan --parallel "$jobs" --target net_test http_test pipeline_test scheduler_test speculative_test daisy
+for t in transport/net_test http/http_test pipeline/pipeline_test coord/scheduler_test coord/speculative_test; do
+  TSAN_OPTIONS=halt_on_error=1 "build-tsan/src/$t" --gtest_brief=1
+done
+DAISY=build-tsan/apps/daisy node --test --test-concurrency=1 tests/integration/serve.test.mjs tests/integration/resume.test.mjs
