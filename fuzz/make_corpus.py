@@ -95,3 +95,13 @@ for i, r in enumerate([b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
                        b"5;e=1\r\nhello\r\n0\r\nT: 1\r\n\r\n",
                        b"\r\nGET http://h:80/v1/models?q HTTP/1.1\nConnection: close\n\n"]):
     put("fuzz_http", f"req{i}", bytes([i * 7]) + r)
+
+# fuzz_link: the first byte is the role (0/1 dialer open/keyed, 2/3 acceptor open/keyed, 4 frames only).
+def frame(t, payload):
+    return struct.pack("<IHHI", 0x31595344, 4, t, len(payload)) + payload
+put("fuzz_link", "dialer-open", b"\x00" + frame(1, b"\x00" + b"n" * 32) + frame(3, b"\x00" * 32) + frame(25, struct.pack("<Q", 1)))
+put("fuzz_link", "dialer-keyed", b"\x01" + frame(1, b"\x01" + b"n" * 32) + frame(4, string("wrong cluster key")))
+put("fuzz_link", "acceptor-open", b"\x02" + frame(2, b"\x00" + b"c" * 32 + b"\x00" * 32) + frame(16, b""))
+put("fuzz_link", "acceptor-keyed", b"\x03" + frame(2, b"\x01" + b"c" * 32 + b"m" * 32))
+put("fuzz_link", "start-tls", b"\x01" + frame(5, b""))
+put("fuzz_link", "frames", b"\x04" + frame(26, struct.pack("<QQQI", 1, 2, 0, 3)) + frame(24, struct.pack("<Q", 0) + string("x")))

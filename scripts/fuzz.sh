@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output fuzz_http)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output fuzz_http fuzz_link fuzz_shard)
 
 build=${FUZZ_BUILD:-build-fuzz}
 if [ -z "${FUZZ_BUILD:-}" ]; then
@@ -36,6 +36,17 @@ if [[ " ${targets[*]} " == *" fuzz_jinja "* ]]; then
       "$cfg" "$work/fuzz_jinja/$name.jinja"
   done
 fi
+# A compiled shard of that model for the shard loader.
+if [[ " ${targets[*]} " == *" fuzz_shard "* && ! -f "$work/fuzz_shard/stage-0.daisy" ]]; then
+  daisy=build/apps/daisy
+  [ -x "$daisy" ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null; cmake --build build --target daisy; }
+  mkdir -p "$work/fuzz_shard"
+  "$daisy" gen-model --shape tiny --d-model 32 --heads 2 --kv-heads 1 --d-ff 64 --layers 2 --type q8_0 \
+    -o "$work/fuzz_shard/model.gguf" >/dev/null
+  "$daisy" compile -m "$work/fuzz_shard/model.gguf" --stages 2 -o "$work/fuzz_shard/s" >/dev/null
+  mv "$work/fuzz_shard/s/stage-0.daisy" "$work/fuzz_shard/s/stage-1.daisy" "$work/fuzz_shard/"
+  rm -rf "$work/fuzz_shard/s" "$work/fuzz_shard/model.gguf"
+fi
 # A small model file for the GGUF reader (and the model and tokenizer behind it).
 if [[ " ${targets[*]} " == *" fuzz_gguf "* && ! -f "$work/fuzz_gguf/tiny.gguf" ]]; then
   daisy=build/apps/daisy
@@ -45,7 +56,7 @@ if [[ " ${targets[*]} " == *" fuzz_gguf "* && ! -f "$work/fuzz_gguf/tiny.gguf" ]
 fi
 
 declare -A max_len=([fuzz_gguf]=262144 [fuzz_jinja]=8192 [fuzz_api]=8192 [fuzz_json_schema]=4096 [fuzz_frames]=4096
-                    [fuzz_tokenizer]=4096 [fuzz_chat_output]=4096 [fuzz_http]=8192)
+                    [fuzz_tokenizer]=4096 [fuzz_chat_output]=4096 [fuzz_http]=8192 [fuzz_link]=8192 [fuzz_shard]=262144)
 for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds} s"
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
