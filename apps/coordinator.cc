@@ -52,6 +52,7 @@ Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given) {
   f.shards = c.LocalShards();
   f.workers = c.Workers();
   if (given.key_file->count() == 0) f.key_file = c.key_file;
+  f.tls = f.tls || c.tls;
   if (given.wire->count() == 0 && c.wire) f.wire = *c.wire;
   if (given.connect_timeout->count() == 0 && c.connect_timeout) f.connect_timeout = *c.connect_timeout;
   if (given.peer_timeout->count() == 0 && c.peer_timeout) f.peer_timeout = *c.peer_timeout;

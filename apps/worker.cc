@@ -69,6 +69,7 @@ Status ApplyCluster(WorkerFlags& f, bool shard_given, bool listen_given, bool ke
   }
   if (!listen_given) f.listen = s.listen;
   if (!key_given) f.key_file = c.key_file;
+  f.tls = f.tls || c.tls;
   return Status::Ok();
 }
 

@@ -80,12 +80,19 @@ Result<ClusterFile> ParseClusterFile(const std::string& text, const std::filesys
                            std::string(e.description()).c_str());
   }
   DAISY_RETURN_IF_ERROR(CheckKeys(file, root,
-                                  {"key_file", "wire", "connect_timeout", "peer_timeout", "forward_timeout", "stage"},
+                                  {"key_file", "tls", "wire", "connect_timeout", "peer_timeout", "forward_timeout", "stage"},
                                   "the cluster file"));
   ClusterFile c;
   c.path = file;
   DAISY_ASSIGN_OR_RETURN(std::string key, String(file, root, "key_file"));
   if (!key.empty()) c.key_file = Resolve(path, key);
+  if (const toml::node* t = root.get("tls"); t != nullptr) {
+    if (!t->is_boolean()) return InvalidArgument("%s: tls must be true or false", Where(file, *t).c_str());
+    c.tls = t->value<bool>().value_or(false);
+    if (c.tls && c.key_file.empty()) {
+      return InvalidArgument("%s: tls = true needs key_file (TLS is keyed by the cluster key)", Where(file, *t).c_str());
+    }
+  }
   DAISY_ASSIGN_OR_RETURN(std::string wire, String(file, root, "wire"));
   if (!wire.empty()) {
     auto w = ParseWireType(wire);

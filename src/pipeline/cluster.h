@@ -4,6 +4,7 @@
 // each command line. Format (docs/cluster-file.md):
 //
 //   key_file = "cluster.key"          # optional; relative paths are relative to this file
+//   tls = true                        # optional: TLS 1.3 on every link, keyed by key_file
 //   wire = "f32"                      # optional: f32 | bf16 | f16 | q8_0
 //   connect_timeout = 30              # optional, seconds
 //   peer_timeout = 10                 # optional, seconds a worker may stay silent (0: never fail)
@@ -40,6 +41,7 @@ struct ClusterStage {
 struct ClusterFile {
   std::string path;
   std::string key_file;                   // empty: open cluster
+  bool tls = false;                       // every node runs --tls
   std::optional<std::string> wire;
   std::optional<double> connect_timeout;  // seconds
   std::optional<double> peer_timeout;     // seconds

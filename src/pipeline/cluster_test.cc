@@ -16,6 +16,7 @@ std::string Error(const std::string& text) {
 TEST(ClusterFile, ParsesStagesResolvingPathsAgainstTheFile) {
   auto c = Parse(R"(
 key_file = "cluster.key"
+tls = true
 wire = "q8_0"
 connect_timeout = 5
 [[stage]]
@@ -29,6 +30,7 @@ address = "10.0.0.3:7001"
 )");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->key_file, "/etc/daisy/cluster.key");
+  EXPECT_TRUE(c->tls);
   EXPECT_EQ(c->wire, "q8_0");
   EXPECT_EQ(c->connect_timeout, 5.0);
   ASSERT_EQ(c->stages.size(), 3u);
@@ -65,7 +67,10 @@ TEST(ClusterFile, RefusesWhatItCannotUse) {
             "/etc/daisy/c.toml:3: unknown key 'shrad' in stage 0 (known: address, listen, shard, standby)");
   EXPECT_EQ(Error("wires = 'f32'\n[[stage]]\nshard='a'\n"),
             "/etc/daisy/c.toml:1: unknown key 'wires' in the cluster file (known: connect_timeout, "
-            "forward_timeout, key_file, peer_timeout, stage, wire)");
+            "forward_timeout, key_file, peer_timeout, stage, tls, wire)");
+  EXPECT_EQ(Error("tls = 'yes'\n[[stage]]\nshard='a'\n"), "/etc/daisy/c.toml:1: tls must be true or false");
+  EXPECT_EQ(Error("tls = true\n[[stage]]\nshard='a'\n"),
+            "/etc/daisy/c.toml:1: tls = true needs key_file (TLS is keyed by the cluster key)");
   EXPECT_EQ(Error("peer_timeout = -1\n[[stage]]\nshard='a'\n"),
             "/etc/daisy/c.toml:1: peer_timeout -1 is outside 0..86400 seconds");
   EXPECT_EQ(Error("key_file = 'k'\n"),
