@@ -42,6 +42,7 @@ struct RunFlags : CoordinatorFlags {
   bool ignore_eos = false;
   bool json = false;
   int top_logprobs = 5;  // score only
+  double resume_wait = 0;
   SpeculativeFlags spec;
 };
 
@@ -81,6 +82,7 @@ int Run(const RunFlags& f) {
   coord::GenerateOptions options;
   options.max_tokens = f.n_predict;
   options.prefill_chunk = f.batch;
+  options.resume_wait = f.resume_wait;
   options.sampling = f.sampling;
   auto spec = MakeSpeculation(f.spec, f, l, ctx + f.spec.k_max + 1, 1, ctx);
   if (!spec.ok()) return Fail(spec.status().message());
@@ -136,6 +138,11 @@ int Run(const RunFlags& f) {
                         {"kernels", l.kernels->name},
                         {"huge_page_bytes", HugePageBytes()},
                         {"peak_rss_bytes", PeakRssBytes()}};
+    if (stats.resumes > 0) {
+      j["resumes"] = stats.resumes;
+      j["refilled_tokens"] = stats.refilled_tokens;
+      j["paused_seconds"] = stats.paused_seconds;
+    }
     if (drafter) {
       j["speculative"] = {{"drafter", f.spec.lookup ? "lookup" : "model"},
                           {"k", f.spec.k == 0 ? "adaptive" : std::to_string(f.spec.k)},
@@ -203,6 +210,11 @@ Runner AddRun(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   AddCommon(app, f);
   app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate")->capture_default_str();
+  app.add_option("--resume-wait", f->resume_wait,
+                 "Seconds to wait for a lost worker to come back (then generation goes on exactly where it "
+                 "was); 0: fail at once")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("-c,--ctx", f->ctx, "KV positions (default: prompt + n)");
   app.add_option("--temp", f->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
   app.add_option("--top-k", f->sampling.top_k, "Top-k (0: off)")->capture_default_str();

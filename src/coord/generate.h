@@ -32,6 +32,9 @@ struct GenerateOptions {
   // The K controller to use (null: a fresh one for spec_k, spec_k_max); the caller's keeps what
   // it learned (daisy run --spec-profile restores it before and saves it after).
   KController* k_control = nullptr;
+  // When the workers' ring goes down (a worker lost, silent or restarted): seconds to wait for
+  // it to come back, then read the history again and go on exactly where it was (0: fail at once).
+  double resume_wait = 0;
 };
 
 struct GenerateStats {
@@ -49,13 +52,17 @@ struct GenerateStats {
   std::vector<std::vector<float>> draft_confidence;  // per verify, the draft model's in each draft
   int confidence_stops = 0;  // verifies whose drafting the draft's confidence ended below K
   std::vector<double> verify_seconds;    // each verify's forward
+  int resumes = 0;             // times the ring came back and the sequence went on
+  size_t refilled_tokens = 0;  // tokens read again to rebuild its KV
+  double paused_seconds = 0;   // waiting for the ring
 };
 
 // One sequence: chunked prefill, then one forward per step. Greedy asks the last stage for the
 // argmax; sampling for a token drawn there (the seed and the position travel with the forward,
 // plus the recent tokens when a repetition penalty is on). Generation ends at max_tokens, at an
 // end-of-generation token (included) or when `on_token` returns false. The sequence is released
-// on every stage (and in the drafter) at the end, also on failure.
+// on every stage (and in the drafter) at the end, also on failure. With options.resume_wait, a
+// ring that goes down is waited for and the sequence resumes: the same ids as uninterrupted.
 Result<std::vector<int32_t>> Generate(pipeline::Pipeline& p, int32_t seq, const std::vector<int32_t>& prompt,
                                       const GenerateOptions& options,
                                       const std::function<bool(int32_t)>& on_token, GenerateStats* stats);

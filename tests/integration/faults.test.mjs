@@ -14,15 +14,15 @@ import OpenAI from "openai";
 import {tokenizerJson} from "../parity/lib.mjs";
 import {harness} from "./lib.mjs";
 
-const {dir, must, run, start, makeModel} = harness("faults");
+const {dir, must, run, start, makeModel, runInBackground} = harness("faults");
 const live = new Set();
 after(() => live.forEach((p) => p.proc.kill("SIGKILL")));
 
-let shards;
+let shards, model;
 const PROMPTS = ["The history of the", "Once upon a time", "1, 2, 3,", "Pipelines split models"];
 
 before(() => {
-  const model = makeModel("m", ["--shape", "small", "--layers", "6", "--type", "q8_0", "--seed", "41",
+  model = makeModel("m", ["--shape", "small", "--layers", "6", "--type", "q8_0", "--seed", "41",
                                 "--tokenizer", tokenizerJson("llama3")]);
   shards = path.join(dir, "s3");
   must(["compile", "-m", model, "--stages", "3", "-o", shards]);
@@ -176,7 +176,7 @@ test("--tls on every link (cluster key): the same texts as plain links; a worker
   const overTls = must(["run", "--shard", path.join(shards, "stage-0.daisy"), "--workers",
                         `127.0.0.1:${w1.port},127.0.0.1:${w2.port}`, ...secure, "-p", PROMPTS[2], "-n", "24", "-t", "1",
                         "--json"]);
-  const whole = must(["run", "-m", path.join(dir, "m.gguf"), "-p", PROMPTS[2], "-n", "24", "-t", "1", "--json"]);
+  const whole = must(["run", "-m", model, "-p", PROMPTS[2], "-n", "24", "-t", "1", "--json"]);
   assert.equal(JSON.parse(overTls.out.trim().split("\n").pop()).text, JSON.parse(whole.out.trim().split("\n").pop()).text);
   // The same cluster without --tls on the coordinator: refused, named.
   const plain = run(["run", "--shard", path.join(shards, "stage-0.daisy"), "--workers", `127.0.0.1:${w1.port},127.0.0.1:${w2.port}`,
@@ -188,4 +188,30 @@ test("--tls on every link (cluster key): the same texts as plain links; a worker
   const nokey = run(["worker", "--shard", path.join(shards, "stage-1.daisy"), "--listen", "127.0.0.1:0", "--tls"], undefined, 30000);
   assert.notEqual(nokey.code, 0);
   assert.match(nokey.err, /--tls needs the cluster key \(--key-file\) or certificates/);
+});
+
+test("daisy run --resume-wait: a link cut mid-generation, the run goes on and prints the uninterrupted text", async () => {
+  const want = must(["run", "-m", model, "-p", PROMPTS[3], "-n", "400", "--ignore-eos", "-t", "1"]).out;
+  for (const wait of ["20", "0"]) {
+    const w1 = await worker(1), w2 = await worker(2);
+    const px = await proxy(w1.port);
+    const bg = runInBackground(["run", "--shard", path.join(shards, "stage-0.daisy"), "--workers",
+                                `127.0.0.1:${px.port},127.0.0.1:${w2.port}`, "-p", PROMPTS[3], "-n", "400", "--ignore-eos",
+                                "-t", "1", "--peer-timeout", "2", "--connect-timeout", "5", "--resume-wait", wait]);
+    let out = "";
+    bg.proc.stdout.on("data", (d) => (out += d));
+    while (out.length < 40) await new Promise((r) => setTimeout(r, 10));  // generation is under way
+    px.proc.kill("SIGUSR1");
+    const r = await bg.done;
+    if (wait === "20") {
+      assert.equal(r.code, 0, r.err);
+      assert.equal(r.out, want, "the text of the uninterrupted run");
+      assert.match(r.err, /the pipeline went down \(.*\); waiting up to 20 s for it/);
+      assert.match(r.err, /the pipeline is back after [\d.]+ s; reading \d+ tokens again/);
+    } else {
+      assert.notEqual(r.code, 0, "without --resume-wait the run fails at once");
+      assert.match(r.err, /worker 127\.0\.0\.1:\d+ \(stage 1\)/);
+    }
+    stop([w1, w2, px]);
+  }
 });
