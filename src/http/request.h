@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,9 @@ struct Request {
   int minor_version = 1;  // HTTP/1.<minor>
   std::vector<std::pair<std::string, std::string>> headers;  // in order, names as sent
   std::string body;       // de-chunked
+  // Set by the server for the handler: whether the client is still connected (a handler that
+  // works long before answering stops when it is gone).
+  std::function<bool()> client_alive;
 
   // The first header of that name (case-insensitive), or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;

@@ -43,6 +43,17 @@ void SendSome(int fd, const std::string& s) {
   }
 }
 
+// Whether the peer of a connected socket is still there: not closed, reset or hung up (bytes it
+// sent meanwhile, a pipelined request, are left unread).
+bool PeerAlive(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return true;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return false;
+  char c;
+  const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));  // 0: the client closed
+}
+
 std::string Head(int status, const std::string& content_type, const std::string* length_or_null,
                  const std::vector<std::pair<std::string, std::string>>& headers, bool chunked, bool keep_alive) {
   std::string h = StrFormat("HTTP/1.1 %d %s\r\n", status, std::string(ReasonPhrase(status)).c_str());
@@ -118,15 +129,7 @@ class Server::ConnWriter : public StreamWriter {
     return Send(framed);
   }
 
-  bool Alive() override {
-    if (!ok_ || stopping_) return false;
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) return true;
-    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return false;
-    char c;
-    const ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));  // 0: the client closed
-  }
+  bool Alive() override { return ok_ && !stopping_ && PeerAlive(fd_); }
 
   bool ok() const { return ok_; }
 
@@ -476,7 +479,9 @@ void Server::Work(Pool& pool) {
 }
 
 void Server::Handle(Conn& c) {
-  const Request& req = c.parser.request();
+  Request& req = c.parser.request();
+  const int fd = c.fd;
+  req.client_alive = [this, fd] { return !stopping_ && PeerAlive(fd); };
   Response res;
   bool quick = false;
   const Handler* h = Find(req, &quick);

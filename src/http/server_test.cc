@@ -227,6 +227,30 @@ TEST(HttpServer, StreamsChunkedAndSeesTheClientLeave) {
   EXPECT_TRUE(saw_gone.load());
 }
 
+TEST(HttpServer, AHandlerLearnsThatItsClientLeft) {
+  auto s = Server::Create(Options());
+  ASSERT_TRUE(s.ok());
+  std::atomic<int> seen_gone{0};
+  (*s)->Route("GET", "/long", [&seen_gone](const Request& r, Response& res) {
+    for (int i = 0; i < 500; ++i) {
+      if (!r.client_alive()) {
+        seen_gone = i + 1;
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    res.body = "never";
+  });
+  ASSERT_TRUE((*s)->Start().ok());
+  const int fd = Dial((*s)->port());
+  Send(fd, "GET /long HTTP/1.1\r\n\r\n");
+  std::this_thread::sleep_for(100ms);
+  ::close(fd);
+  for (int i = 0; i < 200 && seen_gone == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_GT(seen_gone.load(), 5);    // alive while the client waited
+  EXPECT_LT(seen_gone.load(), 100);  // and told within a few checks of its leaving
+}
+
 TEST(HttpServer, SlowAndIdleClientsMeetTheirDeadlines) {
   ServerOptions o = Options();
   o.header_timeout = 300ms;

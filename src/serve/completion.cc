@@ -183,10 +183,15 @@ std::string Completion::Event(const json& choice, const json& usage) const {
   return "data: " + Dump(c) + "\n\n";
 }
 
-std::optional<ApiError> Completion::Once(json& body) {
+std::optional<ApiError> Completion::Once(json& body, const std::function<bool()>& alive) {
   Request::Update u;
   do {
-    u = req_->Wait(text_.tokens(), std::chrono::milliseconds(1000));
+    if (alive && !alive()) {
+      req_->Cancel();
+      return ApiError{499, "the client closed the connection before the answer", "invalid_request_error", "",
+                      "client_closed_request"};
+    }
+    u = req_->Wait(text_.tokens(), std::chrono::milliseconds(alive ? 250 : 1000));
     all_tokens_.insert(all_tokens_.end(), u.tokens.begin(), u.tokens.end());
     all_logprobs_.insert(all_logprobs_.end(), u.logprobs.begin(), u.logprobs.end());
     text_.Add(u.tokens, u.done);

@@ -55,8 +55,10 @@ class Completion {
     earlier_tokens_ = earlier_tokens;
   }
   int completion_tokens() const { return static_cast<int>(text_.tokens()); }
-  // The whole answer once the request ends, or the error it ended with.
-  std::optional<ApiError> Once(nlohmann::json& body);
+  // The whole answer once the request ends, or the error it ended with. `alive` (may be empty)
+  // says whether the client still waits: once it does not, the request is cancelled (its KV
+  // freed on every stage) and the answer is a 499 nobody reads.
+  std::optional<ApiError> Once(nlohmann::json& body, const std::function<bool()>& alive = {});
   // One turn of a stream: waits up to `wait` for news and writes what is ready as events
   // through `write` (false: the client is gone). kMore: call again; kDone: the last event and
   // [DONE] are written; kGone: the client went away (the request is cancelled).

@@ -174,7 +174,7 @@ void HttpServer::Complete(const http::Request& req, http::Response& res, bool ch
     int completion_tokens = 0;
     for (auto& c : completions) {
       json one;
-      if (std::optional<ApiError> failed = c->Once(one)) {
+      if (std::optional<ApiError> failed = c->Once(one, req.client_alive)) {
         for (auto& other : completions) other->Cancel();
         return Refuse(res, *failed);
       }

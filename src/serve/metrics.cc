@@ -15,7 +15,9 @@ void HttpCounters::Completed(double ttft) {
 }
 
 void HttpCounters::Refused(int status) {
-  if (status == 404) {
+  if (status == 499) {
+    return;  // the client left: the scheduler counts the request as cancelled
+  } else if (status == 404) {
     ++not_found;
   } else if (status == 429) {
     ++too_busy;

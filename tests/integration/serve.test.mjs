@@ -255,6 +255,22 @@ test("a client that disconnects mid-stream frees its sequence on every stage", a
   assert.equal(workerHeld, 0);
   assert.equal(await metric(slow, 'daisy_requests_total{outcome="cancelled"}'), before + 1);
   assert.equal(await metric(slow, 'daisy_requests_total{outcome="length"}'), 0);
+  // A client that gives up on a non-streamed request frees it too, long before its 400 tokens.
+  const gaveUp = new AbortController();
+  const t0 = Date.now();
+  const pending = client.completions.create({model: slow.ready.model, prompt: PROMPTS[1], max_tokens: 400, temperature: 0},
+                                            {signal: gaveUp.signal}).then(() => "answered", (e) => (/Abort/.test(`${e.name} ${e.constructor.name}`) ? "aborted" : String(e)));
+  await new Promise((r) => setTimeout(r, 500));
+  gaveUp.abort();
+  assert.equal(await pending, "aborted");
+  let cancelled = before + 1;
+  for (let i = 0; i < 60 && cancelled === before + 1; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    cancelled = await metric(slow, 'daisy_requests_total{outcome="cancelled"}');
+  }
+  assert.equal(cancelled, before + 2, "the abandoned request was cancelled");
+  assert.ok(Date.now() - t0 < 4000, `cancelled after ${Date.now() - t0} ms`);
+  assert.equal(await metric(slow, "daisy_active_sequences"), 0);
   // The pipeline serves the next request normally.
   const r = await client.completions.create({model: slow.ready.model, prompt: "Hello", max_tokens: 4, temperature: 0});
   assert.equal(r.choices[0].text, alone("Hello", 4).text);
