@@ -430,10 +430,12 @@ void Scheduler::Loop() {
     Sweep();
     bool stopping;
     std::vector<int64_t> held = pipe_.stage_sequences();  // the local stages are this thread's
+    std::vector<uint64_t> failures = pipe_.stage_failures();
     {
       std::lock_guard lock(mu_);
       stopping = stop_;
       metrics_.stage_sequences = std::move(held);
+      metrics_.stage_failures = std::move(failures);
     }
     if (broken_ && !active_.empty()) {
       const Status st = pipe_.Recover();

@@ -174,6 +174,7 @@ struct SchedulerMetrics {
   double paused_seconds = 0;
   // Per stage, the sequences holding KV there (workers: as of their last pong; -1: unknown).
   std::vector<int64_t> stage_sequences;
+  std::vector<uint64_t> stage_failures;  // per stage, ring failures its worker caused
 };
 
 class Scheduler {

@@ -82,6 +82,15 @@ std::vector<int64_t> Pipeline::stage_sequences() const {
   return out;
 }
 
+std::vector<uint64_t> Pipeline::stage_failures() const {
+  std::vector<uint64_t> out(local_.size(), 0);
+  if (remote_ != nullptr) {
+    const std::vector<uint64_t> remote = remote_->failures();
+    out.insert(out.end(), remote.begin(), remote.end());
+  }
+  return out;
+}
+
 uint64_t Pipeline::wire_bytes_sent() const { return remote_ != nullptr ? remote_->wire_bytes_sent() : 0; }
 
 Status Pipeline::Recover() {

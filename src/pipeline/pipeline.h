@@ -43,6 +43,8 @@ class Pipeline {
   // Per stage, the sequences holding KV: the local stages' own (call from the thread that runs
   // them), the workers' as their last pongs said (-1: not known yet).
   std::vector<int64_t> stage_sequences() const;
+  // Per stage, the times the ring went down because of that stage's worker (0 for local stages).
+  std::vector<uint64_t> stage_failures() const;
   // Bytes of forwards sent to the workers so far (frames included).
   uint64_t wire_bytes_sent() const;
   uint64_t NextId() { return ++next_id_; }

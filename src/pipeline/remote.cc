@@ -187,11 +187,13 @@ Status RemoteChain::Build() {
   return Status::Ok();
 }
 
-void RemoteChain::Fail(uint64_t generation, const std::string& why) {
+void RemoteChain::Fail(uint64_t generation, const std::string& why, std::optional<size_t> worker) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_ || !broken_.empty()) return;
     broken_ = why;
+    if (failures_.size() < o_.workers.size()) failures_.resize(o_.workers.size());
+    if (worker && *worker < failures_.size()) ++failures_[*worker];
     // Shutting the sockets down also wakes a sender blocked on a peer that reads nothing.
     for (auto& c : conns_) c->Shutdown();
   }
@@ -231,14 +233,14 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
       } else if (f.status().code() == StatusCode::kUnavailable) {
         why = "connection lost (" + why + ")";
       }
-      Fail(gen, who + ": " + why);
+      Fail(gen, who + ": " + why, worker);
       return;
     }
     if (f->type == kPong) {
       Pong p;
       Status s = DecodePong(f->payload, p);
       if (!s.ok()) {
-        Fail(gen, who + ": " + s.message());
+        Fail(gen, who + ": " + s.message(), worker);
         return;
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -247,7 +249,7 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
       ResultMsg r;
       Status s = DecodeResult(f->payload, limits_, r);
       if (!s.ok()) {
-        Fail(gen, who + ": " + s.message());
+        Fail(gen, who + ": " + s.message(), worker);
         return;
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -259,7 +261,7 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
       std::string message;
       Status s = DecodeError(f->payload, id, message);
       if (!s.ok() || id == 0) {
-        Fail(gen, who + ": " + (s.ok() ? message : s.message()));
+        Fail(gen, who + ": " + (s.ok() ? message : s.message()), worker);
         return;
       }
       std::lock_guard<std::mutex> lock(mu_);
@@ -267,7 +269,7 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
       done_.emplace(id, Unavailable("%s", message.c_str()));
       cv_.notify_all();
     } else {
-      Fail(gen, who + ": unexpected frame type " + std::to_string(f->type));
+      Fail(gen, who + ": unexpected frame type " + std::to_string(f->type), worker);
       return;
     }
   }
@@ -379,6 +381,13 @@ std::vector<int64_t> RemoteChain::held_sequences() const {
   for (size_t i = 0; i < progress_.size() && i < out.size(); ++i) {
     if (progress_[i].nonce != 0) out[i] = progress_[i].held;
   }
+  return out;
+}
+
+std::vector<uint64_t> RemoteChain::failures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> out = failures_;
+  out.resize(o_.workers.size());
   return out;
 }
 

@@ -68,6 +68,8 @@ class RemoteChain {
   uint64_t wire_bytes_sent() const { return bytes_sent_; }
   // Per worker, the sequences holding KV there as its last pong said (-1: no pong yet). Thread-safe.
   std::vector<int64_t> held_sequences() const;
+  // Per worker, the times the ring went down because of its link (lost, silent, a bad frame).
+  std::vector<uint64_t> failures() const;
 
  private:
   explicit RemoteChain(RemoteOptions o, std::vector<shard::ShardInfo> local)
@@ -76,7 +78,8 @@ class RemoteChain {
   void Close();
   void ReadLoop(size_t worker, std::shared_ptr<transport::Connection> conn, uint64_t generation);
   void PingLoop(uint64_t generation);
-  void Fail(uint64_t generation, const std::string& why);
+  // Takes the ring down (once per generation) for `why`; `worker`: the one whose link failed.
+  void Fail(uint64_t generation, const std::string& why, std::optional<size_t> worker = std::nullopt);
   // "worker HOST:PORT (stage i)"
   std::string Who(size_t worker) const;
   // Under mu_: the first worker that has not finished forward `id` (its pongs), with why.
@@ -101,6 +104,7 @@ class RemoteChain {
   std::map<uint64_t, Result<ResultMsg>> done_;
   std::map<uint64_t, std::chrono::steady_clock::time_point> sent_;  // forwards awaiting results
   std::vector<Pong> progress_;  // per worker, its last pong
+  std::vector<uint64_t> failures_;  // per worker, ring failures its link caused
   std::thread pinger_;
   uint64_t bytes_sent_ = 0;
 };

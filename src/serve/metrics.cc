@@ -100,6 +100,12 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
       held += sample("daisy_stage_sequences", static_cast<double>(m.stage_sequences[i]), StrFormat("{stage=\"%zu\"}", i));
     }
   }
+  std::string failed;
+  for (size_t i = 0; i < m.stage_failures.size(); ++i) {
+    failed += sample("daisy_stage_failures_total", static_cast<double>(m.stage_failures[i]), StrFormat("{stage=\"%zu\"}", i));
+  }
+  metric("daisy_stage_failures_total", "counter",
+         "Times the workers' ring went down because of this stage's worker (lost, silent, a bad frame).", failed);
   metric("daisy_stage_sequences", "gauge",
          "Sequences holding KV on each stage (a worker's as of its last pong, every second or so).", held);
   double ttft_sum;

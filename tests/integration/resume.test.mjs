@@ -65,7 +65,7 @@ test("the uninterrupted run", async () => {
 });
 
 // Runs the 5 requests (4 short prompts, one long one) while `fault` strikes; checks the texts.
-async function survive(name, extra, fault, {immediately = false} = {}) {
+async function survive(name, extra, fault, {immediately = false, failedStage = null} = {}) {
   const {s, ws} = await cluster(extra);
   const seen = new Array(5).fill(0);
   let struck = null;
@@ -86,6 +86,11 @@ async function survive(name, extra, fault, {immediately = false} = {}) {
   assert.ok(value("daisy_resumes_total") >= 1, metrics);
   assert.ok(value("daisy_refilled_tokens_total") > 0, metrics);
   assert.ok(value("daisy_paused_seconds_total") > 0, metrics);
+  if (failedStage !== null) {
+    // The failure is put down to the stage whose worker was lost.
+    assert.ok(value(`daisy_stage_failures_total\\{stage="${failedStage}"\\}`) >= 1, metrics);
+    assert.equal(value('daisy_stage_failures_total\\{stage="0"\\}'), 0, metrics);
+  }
   for (const p of [s, ...ws]) p.proc.kill("SIGTERM");
 }
 
@@ -98,7 +103,7 @@ const killAndRestart = (i, delay = 300) => async (ws) => {
 };
 
 test("SIGKILL of the last worker mid-decode: every request completes exactly", async () => {
-  await survive("last worker killed", [], killAndRestart(1));
+  await survive("last worker killed", [], killAndRestart(1), {failedStage: 2});
 });
 
 test("SIGKILL of the middle worker mid-decode, with speculative decoding: every request completes exactly", async () => {
@@ -110,7 +115,7 @@ test("SIGSTOP of a worker past --peer-timeout, then SIGCONT: every request compl
     ws[0].proc.kill("SIGSTOP");
     await new Promise((r) => setTimeout(r, 3000));
     ws[0].proc.kill("SIGCONT");
-  });
+  }, {failedStage: 1});
 });
 
 test("SIGKILL mid-prefill: the requests still reading their prompts complete exactly", async () => {
