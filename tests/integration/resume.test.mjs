@@ -1,5 +1,5 @@
 // Nothing lost when a machine fails: `daisy serve` on a 3-stage pipeline (two workers on
-// loopback) with 4 concurrent streamed users; a worker is SIGKILLed (and restarted on its port)
+// loopback, and a 4-stage one) with 4 concurrent streamed users; a worker is SIGKILLed (and restarted on its port)
 // or SIGSTOPped (and continued), mid-prefill and mid-decode, the first and the last worker, with
 // and without speculative decoding. Every request completes, and its text equals the
 // uninterrupted run's; /metrics counts the failure, the resume and the tokens read again. With
@@ -24,17 +24,22 @@ before(() => {
   model = makeModel("m", ["--shape", "small", "--layers", "6", "--type", "q8_0", "--seed", "31", "--tokenizer", tokenizerJson("llama3")]);
   shards = path.join(dir, "s3");
   must(["compile", "-m", model, "--stages", "3", "-o", shards]);
+  must(["compile", "-m", model, "--stages", "4", "-o", path.join(dir, "s4")]);
 });
 
+let stages = 3;  // the pipeline cluster() builds: 3 (shards s3) or 4 (s4)
+const shardOf = (stage) => path.join(dir, `s${stages}`, `stage-${stage}.daisy`);
+
 async function worker(stage, port = 0) {
-  const w = await start(["worker", "--shard", path.join(shards, `stage-${stage}.daisy`), "--listen", `127.0.0.1:${port}`, "-t", "1"]);
+  const w = await start(["worker", "--shard", shardOf(stage), "--listen", `127.0.0.1:${port}`, "-t", "1"]);
   live.add(w);
   return w;
 }
 
 async function cluster(extra = []) {
-  const ws = [await worker(1), await worker(2)];
-  const s = await start(["serve", "--shard", path.join(shards, "stage-0.daisy"), "--workers",
+  const ws = [];
+  for (let i = 1; i < stages; i++) ws.push(await worker(i));
+  const s = await start(["serve", "--shard", shardOf(0), "--workers",
                          ws.map((w) => `127.0.0.1:${w.port}`).join(","), "--http", "127.0.0.1:0", "-t", "1",
                          "--ctx", "1024", "--max-seqs", "4", "--peer-timeout", "2", "--connect-timeout", "5",
                          ...(extra.includes("--prefill-chunk") ? [] : ["--prefill-chunk", "16"]), ...extra]);
@@ -116,6 +121,23 @@ test("SIGSTOP of a worker past --peer-timeout, then SIGCONT: every request compl
     await new Promise((r) => setTimeout(r, 3000));
     ws[0].proc.kill("SIGCONT");
   }, {failedStage: 1});
+});
+
+test("SIGSTOP of the last worker past --peer-timeout, with speculative decoding: every request completes exactly", async () => {
+  await survive("last worker stopped, lookup", ["--lookup"], async (ws) => {
+    ws[1].proc.kill("SIGSTOP");
+    await new Promise((r) => setTimeout(r, 3000));
+    ws[1].proc.kill("SIGCONT");
+  }, {failedStage: 2});
+});
+
+test("4 stages, SIGKILL of the middle worker (stage 2): every request completes exactly", async () => {
+  stages = 4;
+  try {
+    await survive("middle of 4 killed", [], killAndRestart(1), {failedStage: 2});
+  } finally {
+    stages = 3;
+  }
 });
 
 test("SIGKILL mid-prefill: the requests still reading their prompts complete exactly", async () => {
