@@ -235,6 +235,24 @@ TEST(Pipeline, MalformedFramesCloseOnlyThatConnection) {
   EXPECT_EQ(*ids, Monolithic(Prompt(5, 4), 6));
 }
 
+// A worker lives long and sees many connections (every run, every resume, port scanners): the
+// threads of finished ones must not pile up.
+TEST(Pipeline, FinishedConnectionsLeaveNoThreadBehind) {
+  auto w = StartWorker(2);
+  for (int i = 0; i < 200; ++i) {
+    auto s = transport::Connect({"127.0.0.1", w->port()}, transport::Millis(1000));
+    ASSERT_TRUE(s.ok());
+    const std::vector<uint8_t> garbage(16, 0xAB);
+    ASSERT_TRUE(s->SendAll(std::vector<std::span<const uint8_t>>{garbage}).ok());
+    uint8_t buf[256];
+    while (::recv(s->fd(), buf, sizeof(buf), 0) > 0) {
+    }
+  }
+  auto last = transport::Connect({"127.0.0.1", w->port()}, transport::Millis(1000));  // reaps the rest
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_LE(w->connection_threads(), 3u);
+}
+
 TEST(Pipeline, AWorkerThatDiesFailsTheRequestAndIsPickedUpAgain) {
   auto w1 = StartWorker(1), w2 = StartWorker(2);
   const uint16_t port2 = w2->port();

@@ -58,12 +58,12 @@ void Worker::Stop() {
   out_cv_.notify_all();
   if (accept_thread_.joinable()) accept_thread_.join();
   // No thread is added once stopping_ is set (AcceptLoop and HandleConfigure check it).
-  std::vector<std::thread> threads;
+  std::vector<Handler> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     threads.swap(threads_);
   }
-  for (auto& t : threads) t.join();
+  for (auto& h : threads) h.thread.join();
   if (compute_thread_.joinable()) compute_thread_.join();
   if (send_thread_.joinable()) send_thread_.join();
 }
@@ -75,6 +75,25 @@ Limits Worker::CurrentLimits() {
   l.d_model = shard_.info.d_model;
   l.n_vocab = shard_.info.n_vocab;
   return l;
+}
+
+void Worker::SpawnLocked(std::function<void()> fn) {
+  std::erase_if(threads_, [](Handler& h) {
+    if (!h.done->load()) return false;
+    h.thread.join();  // it has finished: returns at once
+    return true;
+  });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  threads_.push_back({std::thread([fn = std::move(fn), done] {
+                        fn();
+                        done->store(true);
+                      }),
+                      done});
+}
+
+size_t Worker::connection_threads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size();
 }
 
 void Worker::AcceptLoop() {
@@ -89,7 +108,7 @@ void Worker::AcceptLoop() {
     }
     auto c = std::make_shared<Conn>(std::move(*s), peer);
     conns_.push_back(c);
-    threads_.emplace_back([this, c] { Serve(c); });
+    SpawnLocked([this, c] { Serve(c); });
   }
 }
 
@@ -250,7 +269,7 @@ Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& 
   reset.config = cfg;
   tasks_.push_back(std::move(reset));
   tasks_cv_.notify_one();
-  if (down) threads_.emplace_back([this, down, s = cfg.session] { WatchDownstream(down, s); });
+  if (down) SpawnLocked([this, down, s = cfg.session] { WatchDownstream(down, s); });
   DAISY_LOG_INFO("worker: session %llx: %s -> %s (%s wire)", static_cast<unsigned long long>(cfg.session),
                  c->conn->peer().c_str(), last ? "coordinator" : cfg.next_hop.c_str(),
                  WireTypeName(cfg.wire));

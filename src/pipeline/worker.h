@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,8 @@ class Worker {
   const shard::ShardInfo& info() const { return shard_.info; }
   // Sequences holding KV on this worker's stage now (updated after each task). Thread-safe.
   size_t held_sequences() const { return held_.load(); }
+  // Connection threads not yet joined (finished ones are joined as new connections arrive).
+  size_t connection_threads();
   // Closes every connection and joins every thread.
   void Stop();
 
@@ -79,7 +82,14 @@ class Worker {
   std::shared_ptr<Conn> coordinator_;
   std::shared_ptr<transport::Connection> downstream_;
   std::vector<std::shared_ptr<Conn>> conns_;
-  std::vector<std::thread> threads_;
+  // Connection readers and downstream watchers. A finished one is joined when the next starts,
+  // so a long-lived worker that sees many connections does not keep their threads.
+  struct Handler {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Handler> threads_;
+  void SpawnLocked(std::function<void()> fn);  // mu_ held
   std::deque<Task> tasks_;
   std::condition_variable tasks_cv_;
   struct Outgoing {
