@@ -21,12 +21,12 @@ def string(x):
     return struct.pack("<I", len(b)) + b
 
 
-def forward(masks=False):
-    header = struct.pack("<QBBHiI", 7, 0, 0, 0, 8, 1) + struct.pack("<iii", 0, 0, 2)
+def forward(masks=False, dim=8, fid=7):
+    header = struct.pack("<QBBHiI", fid, 0, 0, 0, dim, 1) + struct.pack("<iii", 0, 0, 2)
     out = struct.pack("<BBH", 1, 0, 0) + struct.pack("<fifff", 0.0, 0, 1.0, 0.0, 1.0) + struct.pack("<i", 64)
     out += struct.pack("<QQ", 5, 2) + struct.pack("<I", 0)
     out += struct.pack("<I", 1) + struct.pack("<BI", 0, 2) + struct.pack("<ii", 3, 9) if masks else struct.pack("<I", 0)
-    return header + struct.pack("<I", len(out)) + out + b"\0" * (2 * 8 * 4)
+    return header + struct.pack("<I", len(out)) + out + b"\0" * (2 * dim * 4)
 
 
 # fuzz_frames: the first byte picks the decoder (fuzz_frames.cc).
@@ -105,3 +105,12 @@ put("fuzz_link", "acceptor-open", b"\x02" + frame(2, b"\x00" + b"c" * 32 + b"\x0
 put("fuzz_link", "acceptor-keyed", b"\x03" + frame(2, b"\x01" + b"c" * 32 + b"m" * 32))
 put("fuzz_link", "start-tls", b"\x01" + frame(5, b""))
 put("fuzz_link", "frames", b"\x04" + frame(26, struct.pack("<QQQI", 1, 2, 0, 3)) + frame(24, struct.pack("<Q", 0) + string("x")))
+
+# fuzz_worker: what one connection sends a worker holding the last stage (d_model 32) after the
+# authentication: a session, a forward, a ping, a release.
+configure = frame(18, struct.pack("<Q", 99) + string("") + struct.pack("<Biiii", 0, 16, 4, 64, 0))
+put("fuzz_worker", "describe", frame(16, b""))
+put("fuzz_worker", "session", configure + frame(25, struct.pack("<Q", 1)) + frame(21, forward(dim=32, fid=1)) +
+    frame(23, struct.pack("<Ii", 1, 0)))
+put("fuzz_worker", "two-forwards", configure + frame(21, forward(dim=32, fid=1)) + frame(21, forward(masks=True, dim=32, fid=2)))
+put("fuzz_worker", "join", frame(20, struct.pack("<Q", 99)))

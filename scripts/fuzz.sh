@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output fuzz_http fuzz_link fuzz_shard)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_jinja fuzz_json_schema fuzz_api fuzz_frames fuzz_gguf fuzz_tokenizer fuzz_chat_output fuzz_http fuzz_link fuzz_shard fuzz_worker)
 
 build=${FUZZ_BUILD:-build-fuzz}
 if [ -z "${FUZZ_BUILD:-}" ]; then
@@ -37,7 +37,8 @@ if [[ " ${targets[*]} " == *" fuzz_jinja "* ]]; then
   done
 fi
 # A compiled shard of that model for the shard loader.
-if [[ " ${targets[*]} " == *" fuzz_shard "* && ! -f "$work/fuzz_shard/stage-0.daisy" ]]; then
+if [[ " ${targets[*]} " == *" fuzz_shard "* || " ${targets[*]} " == *" fuzz_worker "* ]] &&
+   [[ ! -f "$work/fuzz_shard/stage-0.daisy" ]]; then
   daisy=build/apps/daisy
   [ -x "$daisy" ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null; cmake --build build --target daisy; }
   mkdir -p "$work/fuzz_shard"
@@ -56,10 +57,14 @@ if [[ " ${targets[*]} " == *" fuzz_gguf "* && ! -f "$work/fuzz_gguf/tiny.gguf" ]
 fi
 
 declare -A max_len=([fuzz_gguf]=262144 [fuzz_jinja]=8192 [fuzz_api]=8192 [fuzz_json_schema]=4096 [fuzz_frames]=4096
-                    [fuzz_tokenizer]=4096 [fuzz_chat_output]=4096 [fuzz_http]=8192 [fuzz_link]=8192 [fuzz_shard]=262144)
+                    [fuzz_tokenizer]=4096 [fuzz_chat_output]=4096 [fuzz_http]=8192 [fuzz_link]=8192 [fuzz_shard]=262144 [fuzz_worker]=8192)
+# fuzz_worker serves the last stage of that shard pair.
+export DAISY_FUZZ_SHARD="$PWD/$work/fuzz_shard/stage-1.daisy"
+[[ "$work" = /* ]] && DAISY_FUZZ_SHARD="$work/fuzz_shard/stage-1.daisy"
 for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds} s"
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp" \
     "$build/fuzz/$t" "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len="${max_len[$t]}" -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 2>&1 |
     grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|ERROR|SUMMARY|Test unit written|==[0-9]+==" | tail -5

@@ -52,7 +52,10 @@ void Q8Rows(const float* x, int64_t cols, void* out, float* block_s) {
     d[b] = Fp16ToFp32(Fp32ToFp16(scale));
     int32_t sum = 0;
     for (int j = 0; j < kQBlock; ++j) {
-      qs[b * kQBlock + j] = static_cast<int8_t>(std::nearbyint(xb[j] * inv));
+      // Finite activations give |x * inv| <= 127. A NaN or an infinity (a model that overflowed,
+      // or garbage from a peer: found by fuzz_worker) must not reach the conversion, which is
+      // undefined outside int8's range; fmax/fmin map NaN to -127 and bound the rest.
+      qs[b * kQBlock + j] = static_cast<int8_t>(std::nearbyint(std::fmin(std::fmax(xb[j] * inv, -127.f), 127.f)));
       sum += qs[b * kQBlock + j];
     }
     sums[b] = sum;

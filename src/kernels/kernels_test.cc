@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -258,6 +259,35 @@ TEST(Kernels, DispatchPicksASupportedTable) {
   EXPECT_STREQ(all.front()->name, "scalar");
   EXPECT_EQ(&BestKernels(), all.back());
   EXPECT_EQ(FindKernels("no-such-isa"), nullptr);
+}
+
+}  // namespace
+}  // namespace daisy::kernels
+
+namespace daisy::kernels {
+namespace {
+
+// Found by fuzz_worker: activations that are NaN or infinite (a model that overflowed, or a
+// peer's garbage) reached float -> int8 conversions out of range, which is undefined behaviour
+// (UBSan in CI's sanitizer build would report it here). Every activation format now converts
+// any floats; finite blocks beside them are converted exactly as before.
+TEST(Kernels, ActivationRowsWithNanOrInfinityConvertWithoutUndefinedBehaviour) {
+  const int64_t cols = 512;
+  std::vector<float> x(cols), clean(cols);
+  for (int64_t i = 0; i < cols; ++i) x[i] = clean[i] = std::sin(static_cast<float>(i) * 0.37f) * 3.f;
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[40] = std::numeric_limits<float>::infinity();
+  x[300] = -std::numeric_limits<float>::infinity();
+  for (WeightType t : {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4K, WeightType::kQ6K, WeightType::kF32}) {
+    const size_t bytes = ActRowBytes(t, cols);
+    std::vector<uint8_t> a(bytes), b(bytes);
+    ConvertActRow(t, x.data(), cols, a.data());
+    ConvertActRow(t, clean.data(), cols, b.data());
+    if (ActTypeOf(t) == ActType::kQ8 || ActTypeOf(t) == ActType::kQ8_1) {
+      // Blocks 2..8 hold no bad value (the bad ones are in blocks 0, 1 and 9): their codes are unchanged.
+      EXPECT_EQ(std::memcmp(a.data() + 64, b.data() + 64, 224), 0) << FormatOf(ActTypeOf(t)).name;
+    }
+  }
 }
 
 }  // namespace

@@ -16,7 +16,11 @@ void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, size_t n) {
     const float d = amax / 127.f;
     const float id = d != 0.f ? 1.f / d : 0.f;
     y[b].d = Fp32ToFp16(d);
-    for (int j = 0; j < kQ8BlockSize; ++j) y[b].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+    for (int j = 0; j < kQ8BlockSize; ++j) {
+      // Finite weights give |x * id| <= 127; a NaN or infinity becomes 0 instead of an undefined conversion.
+      const float v = x[j] * id;
+      y[b].qs[j] = std::isfinite(v) ? static_cast<int8_t>(std::roundf(v)) : 0;
+    }
   }
 }
 
