@@ -1,6 +1,8 @@
 // What the benchmarks share: running daisy (pinned to a core with taskset when asked), starting
 // long-running daisy processes that print a ready line, and min/median/max of repeated runs.
 import {spawn, spawnSync} from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
 import {lastJsonLine} from "../tests/parity/lib.mjs";
 
 // Runners for the binary `bin`; every background process is killed when node exits.
@@ -43,4 +45,17 @@ export function stats(xs) {
 // The speculative benchmarks' prompts: n different 16-token id lists (comma-separated).
 export function benchPrompts(n) {
   return Array.from({length: n}, (_, p) => Array.from({length: 16}, (_, i) => (i * 7919 + p * 104729) % 120000 + 10).join(","));
+}
+
+// The link benchmarks' model (made once in `dir`): 2 layers with the 8B's width (4096: 16 KiB of
+// f32 activations per row per hop), q8_0, compiled into 2 stages. Returns the two shard paths.
+export function hopShards(daisy, dir) {
+  const file = path.join(dir, "hop-4096.gguf");
+  if (!fs.existsSync(file)) {
+    daisy(["gen-model", "--shape", "tiny", "--layers", "2", "--d-model", "4096", "--heads", "32", "--kv-heads", "8",
+           "--d-ff", "1024", "--type", "q8_0", "-o", file, "--json"]);
+  }
+  const shards = path.join(dir, "hop-4096-s2");
+  if (!fs.existsSync(path.join(shards, "stage-1.daisy"))) daisy(["compile", "-m", file, "--stages", "2", "-o", shards, "--json"]);
+  return [path.join(shards, "stage-0.daisy"), path.join(shards, "stage-1.daisy")];
 }

@@ -16,7 +16,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
-import {daisyRunner, stats} from "./lib.mjs";
+import {daisyRunner, hopShards, stats} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -113,14 +113,7 @@ async function benchModel(name) {
 // width (4096: 16 KiB of f32 activations per hop) split in two, in-process vs over loopback,
 // 256 tokens per run, alternating. Overhead per hop = (1/loop - 1/inproc) / 2 per token.
 async function hopOverhead() {
-  const file = path.join(dir, "hop-4096.gguf");
-  if (!fs.existsSync(file)) {
-    daisy(["gen-model", "--shape", "tiny", "--layers", "2", "--d-model", "4096", "--heads", "32", "--kv-heads", "8",
-           "--d-ff", "1024", "--type", "q8_0", "-o", file, "--json"]);
-  }
-  const shards = path.join(dir, "hop-4096-s2");
-  if (!fs.existsSync(path.join(shards, "stage-1.daisy"))) daisy(["compile", "-m", file, "--stages", "2", "-o", shards, "--json"]);
-  const s0 = path.join(shards, "stage-0.daisy"), s1 = path.join(shards, "stage-1.daisy");
+  const [s0, s1] = hopShards(daisy, dir);
   const worker = await background(["worker", "--shard", s1, "--listen", "127.0.0.1:0", "-t", "1"], 1);
   const args = ["--ids", "1,2,3,4", "-n", "256", "--ignore-eos", "--json", "-t", "1"];
   const inproc = [], loop = [], us = [];

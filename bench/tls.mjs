@@ -10,7 +10,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
-import {daisyRunner, stats} from "./lib.mjs";
+import {daisyRunner, hopShards, stats} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -20,14 +20,7 @@ fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const {daisy, background} = daisyRunner(bin);
 
-const file = path.join(dir, "hop-4096.gguf");
-if (!fs.existsSync(file)) {
-  daisy(["gen-model", "--shape", "tiny", "--layers", "2", "--d-model", "4096", "--heads", "32", "--kv-heads", "8",
-         "--d-ff", "1024", "--type", "q8_0", "-o", file, "--json"]);
-}
-const shards = path.join(dir, "hop-4096-s2");
-if (!fs.existsSync(path.join(shards, "stage-1.daisy"))) daisy(["compile", "-m", file, "--stages", "2", "-o", shards, "--json"]);
-const s0 = path.join(shards, "stage-0.daisy"), s1 = path.join(shards, "stage-1.daisy");
+const [s0, s1] = hopShards(daisy, dir);
 const key = path.join(dir, "tls-bench.key");
 fs.writeFileSync(key, "bench-cluster-key-0123456789abcdef\n");
 const keyed = ["--key-file", key];

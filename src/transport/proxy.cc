@@ -68,25 +68,18 @@ void Proxy::Stop() {
   }
 }
 
-size_t Proxy::Cut() {
+size_t Proxy::Strike(int fault) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (auto& l : links_) {
     int none = Link::kNone;
-    if (l->fault.compare_exchange_strong(none, Link::kCut)) ++n;
+    if (l->fault.compare_exchange_strong(none, fault)) ++n;
   }
   return n;
 }
 
-size_t Proxy::Stall() {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (auto& l : links_) {
-    int none = Link::kNone;
-    if (l->fault.compare_exchange_strong(none, Link::kStalled)) ++n;
-  }
-  return n;
-}
+size_t Proxy::Cut() { return Strike(Link::kCut); }
+size_t Proxy::Stall() { return Strike(Link::kStalled); }
 
 void Proxy::AcceptLoop() {
   uint64_t n = 0;

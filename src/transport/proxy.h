@@ -45,6 +45,7 @@ class Proxy {
   struct Link;
   explicit Proxy(const ProxyOptions& o) : o_(o) {}
   void AcceptLoop();
+  size_t Strike(int fault);  // a Link::Fault on every link open now that has none yet
 
   ProxyOptions o_;
   Listener listener_;
