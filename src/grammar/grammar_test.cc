@@ -88,6 +88,24 @@ TEST(JsonSchemaGrammar, RefusesWhatItCannotEnforceByName) {
   EXPECT_NE(bad(R"({"$ref": "https://example.com/s.json"})").find("only references into the schema itself"), std::string::npos);
   EXPECT_NE(bad(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})").find("not among the properties"),
             std::string::npos);
+  EXPECT_EQ(bad(R"({"type": "string", "maxLength": 30141})"),
+            "minLength/maxLength above 10000 at # are not supported");
+}
+
+// Found by fuzz_json_schema: a long string bound was built by recursion as deep as the bound
+// and overflowed the stack (ASan: maxLength 30141). Now a chain of rules, built in a loop.
+TEST(JsonSchemaGrammar, LongLengthBoundsAreEnforcedWithoutRecursion) {
+  auto g = JsonSchemaGrammar(ojson::parse(R"({"type": "string", "minLength": 2, "maxLength": 10000})"));
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(Accepts(*g, "\"" + std::string(10000, 'x') + "\""));
+  EXPECT_FALSE(Accepts(*g, "\"" + std::string(10001, 'x') + "\""));
+  EXPECT_FALSE(Accepts(*g, "\"x\""));
+  EXPECT_TRUE(Accepts(*g, "\"xy\""));
+  auto items = JsonSchemaGrammar(ojson::parse(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})"));
+  ASSERT_TRUE(items.ok());
+  EXPECT_TRUE(Accepts(*items, "[1,2,3]"));
+  EXPECT_FALSE(Accepts(*items, "[1,2,3,4]"));
+  EXPECT_FALSE(Accepts(*items, "[]"));
 }
 
 TEST(ToolCallGrammar, ForcesACallOfOneOfTheTools) {

@@ -9,6 +9,8 @@
 
 namespace daisy::grammar {
 
+constexpr int kMaxStringCount = 10000;  // minLength/maxLength: each count is a rule
+
 using ojson = nlohmann::ordered_json;
 
 class GrammarBuilder {
@@ -50,23 +52,28 @@ class GrammarBuilder {
       if (sep) p.insert(p.begin(), *sep);
       return p;
     };
-    // rest(k, m): the items after the first, at least k more, at most m more (m < 0: any).
-    std::map<std::pair<int, int>, uint32_t> memo;
-    std::function<uint32_t(int, int)> rest = [&](int k, int m) -> uint32_t {
-      const auto key = std::make_pair(k, m);
-      if (auto it = memo.find(key); it != memo.end()) return it->second;
-      const uint32_t r = g_.NewRule(StrFormat("%s-rest-%d-%d", name.c_str(), k, m));
-      memo[key] = r;
-      if (k <= 0) g_.AddAlt(r, {});
-      if (m != 0) {
-        const uint32_t next = rest(std::max(0, k - 1), m < 0 ? -1 : m - 1);
-        g_.AddAlt(r, with_sep({elem, R(next)}));
-      }
-      return r;
-    };
+    // rest(k, m): the items after the first, at least k more, at most m more (m < 0: any); it is
+    // empty (k = 0) or one more item and rest(k - 1, m - 1). Built as a chain, without recursion:
+    // a maxLength of thousands is thousands of rules (fuzz_json_schema overflowed the stack).
     const uint32_t list = g_.NewRule(name);
     if (lo <= 0) g_.AddAlt(list, {});
-    if (hi != 0) g_.AddAlt(list, {elem, R(rest(std::max(0, lo - 1), hi < 0 ? -1 : hi - 1))});
+    if (hi == 0) return R(list);
+    const auto next = [](std::pair<int, int> key) {
+      return std::make_pair(std::max(0, key.first - 1), key.second < 0 ? -1 : key.second - 1);
+    };
+    std::map<std::pair<int, int>, uint32_t> ids;
+    std::vector<std::pair<int, int>> chain;
+    for (auto key = std::make_pair(std::max(0, lo - 1), hi < 0 ? -1 : hi - 1); !ids.count(key); key = next(key)) {
+      ids[key] = g_.NewRule(StrFormat("%s-rest-%d-%d", name.c_str(), key.first, key.second));
+      chain.push_back(key);
+      if (key.second == 0) break;
+    }
+    for (const auto& key : chain) {
+      const uint32_t r = ids[key];
+      if (key.first <= 0) g_.AddAlt(r, {});
+      if (key.second != 0) g_.AddAlt(r, with_sep({elem, R(ids.at(next(key)))}));
+    }
+    g_.AddAlt(list, {elem, R(ids.at(chain.front()))});
     return R(list);
   }
 
@@ -235,6 +242,10 @@ class GrammarBuilder {
       DAISY_ASSIGN_OR_RETURN(int lo, Count(s, "minLength", path, 0));
       DAISY_ASSIGN_OR_RETURN(int hi, Count(s, "maxLength", path, -1));
       if (hi >= 0 && hi < lo) return InvalidArgument("maxLength < minLength at %s", path.c_str());
+      // Each count is a grammar rule: bounded like minItems/maxItems.
+      if (lo > kMaxStringCount || hi > kMaxStringCount) {
+        return InvalidArgument("minLength/maxLength above %d at %s are not supported", kMaxStringCount, path.c_str());
+      }
       return String(lo, hi);
     }
     if (type == "integer") return Integer();
@@ -351,6 +362,7 @@ class GrammarBuilder {
 };
 
 namespace {
+
 
 // The sentence: an optional leading space or newline (a SentencePiece model's first piece may
 // carry one), then `body`.
