@@ -44,6 +44,10 @@ std::vector<uint8_t> EncodePong(const Pong& p);
 Status DecodePong(std::span<const uint8_t> payload, Pong& p);
 
 std::vector<uint8_t> EncodeError(uint64_t forward_id, const std::string& message);
+// How a worker's session-ending error (forward id 0) begins when a neighbour's link went away:
+// the coordinator puts the failure down to that neighbour's stage, not to the messenger.
+inline constexpr const char kNextStageLost[] = "the next stage ";
+inline constexpr const char kPreviousStageLost[] = "the previous stage ";
 Status DecodeError(std::span<const uint8_t> payload, uint64_t& forward_id, std::string& message);
 
 }  // namespace daisy::pipeline

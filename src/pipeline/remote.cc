@@ -261,7 +261,11 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
       std::string message;
       Status s = DecodeError(f->payload, id, message);
       if (!s.ok() || id == 0) {
-        Fail(gen, who + ": " + (s.ok() ? message : s.message()), worker);
+        // A worker whose neighbour went away says so: the failure is that neighbour's stage.
+        size_t culprit = worker;
+        if (s.ok() && message.starts_with(kNextStageLost) && worker + 1 < o_.workers.size()) culprit = worker + 1;
+        if (s.ok() && message.starts_with(kPreviousStageLost) && worker > 0) culprit = worker - 1;
+        Fail(gen, who + ": " + (s.ok() ? message : s.message()), culprit);
         return;
       }
       std::lock_guard<std::mutex> lock(mu_);

@@ -142,7 +142,7 @@ void Worker::Serve(std::shared_ptr<Conn> c) {
   }
   c->conn->Shutdown();
   if (c->role != Conn::kNew) {
-    EndSession(c->session, (c->role == Conn::kCoordinator ? "the coordinator " : "the previous stage ") +
+    EndSession(c->session, (c->role == Conn::kCoordinator ? std::string("the coordinator ") : std::string(kPreviousStageLost)) +
                                c->conn->peer() + " disconnected: " + s.message());
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -279,7 +279,7 @@ Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& 
 void Worker::WatchDownstream(std::shared_ptr<transport::Connection> down, uint64_t session) {
   // The next stage sends nothing on this link: any frame or the end of the stream ends it.
   auto f = down->Receive(kMaxControlFrame);
-  EndSession(session, "the next stage " + down->peer() + " disconnected" +
+  EndSession(session, kNextStageLost + down->peer() + " disconnected" +
                           (f.ok() ? "" : ": " + f.status().message()));
 }
 
