@@ -20,7 +20,7 @@ cmake --build build-sanitize --parallel "$jobs"
 # The multi-process tests again with every daisy process under ASan+UBSan (a report in any
 # process's stderr fails the test: tests/integration/lib.mjs).
 (cd build-sanitize && ctest --output-on-failure --timeout 900 -j "$jobs" -R '^(pipeline|serve|resume|faults)$')
-FUZZ_BUILD=build-sanitize FUZZ_SECONDS="${FUZZ_SECONDS:-10}" scripts/fuzz.sh
+FUZZ_BUILD=build-sanitize FUZZ_SECONDS="${FUZZ_SECONDS:-5}" scripts/fuzz.sh
 
 # ThreadSanitizer over the threaded parts: the links and TLS, the HTTP server, the pipeline and
 # the scheduler (unit tests), then serving and resuming with real processes.
