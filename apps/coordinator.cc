@@ -9,6 +9,13 @@
 
 namespace daisy::apps {
 
+void AddTlsFlags(CLI::App& app, bool& tls, transport::TlsFiles& files, const char* tls_help) {
+  app.add_flag("--tls", tls, tls_help);
+  app.add_option("--tls-cert", files.cert, "TLS with certificates: this node's certificate (PEM)");
+  app.add_option("--tls-key", files.key, "TLS with certificates: this node's private key (PEM file)");
+  app.add_option("--tls-ca", files.ca, "TLS with certificates: the cluster CA that signed every node's certificate");
+}
+
 GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f) {
   app.add_option("--shard", f.shards,
                  "Shard(s) to run in this process, stage 0 first (repeat for an in-process split)");
@@ -19,11 +26,8 @@ GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f) {
                  "TOML cluster file listing the shards, workers and key (docs/cluster-file.md)");
   GivenFlags given;
   given.key_file = app.add_option("--key-file", f.key_file, "Cluster key the workers were started with");
-  app.add_flag("--tls", f.tls, "Encrypt the links to the workers with TLS 1.3 keyed by --key-file (the workers "
-                               "need --tls too)");
-  app.add_option("--tls-cert", f.tls_files.cert, "TLS with certificates: this node's certificate (PEM)");
-  app.add_option("--tls-key", f.tls_files.key, "TLS with certificates: this node's private key (PEM file)");
-  app.add_option("--tls-ca", f.tls_files.ca, "TLS with certificates: the cluster CA that signed every node's certificate");
+  AddTlsFlags(app, f.tls, f.tls_files,
+              "Encrypt the links to the workers with TLS 1.3 keyed by --key-file (the workers need --tls too)");
   given.wire = app.add_option("--wire", f.wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
                    ->capture_default_str();
   given.connect_timeout = app.add_option("--connect-timeout", f.connect_timeout,

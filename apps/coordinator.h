@@ -47,6 +47,9 @@ struct GivenFlags {
   const CLI::Option* forward_timeout = nullptr;
 };
 
+// --tls (`tls_help` says which links) and --tls-cert, --tls-key, --tls-ca: coordinator and worker.
+void AddTlsFlags(CLI::App& app, bool& tls, transport::TlsFiles& files, const char* tls_help);
+
 // --shard, --workers, --cluster, --key-file, --wire, --connect-timeout, --peer-timeout,
 // --forward-timeout, --mmap-weights.
 GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/coordinator.h"
 #include "base/log.h"
 #include "base/memory_stats.h"
 #include "base/strings.h"
@@ -186,10 +187,7 @@ Runner AddWorker(CLI::App& app) {
           ->capture_default_str();
   const CLI::Option* key =
       app.add_option("--key-file", f->key_file, "Cluster key: peers must prove they hold it");
-  app.add_flag("--tls", f->tls, "Encrypt every link of this worker with TLS 1.3 keyed by --key-file");
-  app.add_option("--tls-cert", f->tls_files.cert, "TLS with certificates: this node's certificate (PEM)");
-  app.add_option("--tls-key", f->tls_files.key, "TLS with certificates: this node's private key (PEM file)");
-  app.add_option("--tls-ca", f->tls_files.ca, "TLS with certificates: the cluster CA that signed every node's certificate");
+  AddTlsFlags(app, f->tls, f->tls_files, "Encrypt every link of this worker with TLS 1.3 keyed by --key-file");
   app.add_option("--cluster", f->cluster, "TOML cluster file (docs/cluster-file.md); with --stage");
   app.add_option("--stage", f->stage, "Which stage of --cluster FILE to serve");
   app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");

@@ -59,36 +59,36 @@ Result<std::vector<int32_t>> Generate(pipeline::Pipeline& p, int32_t seq, const 
   KController* k = drafter == nullptr ? nullptr : options.k_control != nullptr ? options.k_control : &own_k_control;
   SeqDecoder s(seq, prompt, options.sampling, options.max_tokens, k);
   const size_t max_rows = static_cast<size_t>(std::max(1, options.prefill_chunk));
-  // The ring went down (`why`): wait for it, bounded by resume_wait, then read the history again;
-  // the last chunk of that read asks for the next token as the interrupted step would have.
-  bool gave_up = false;  // a resume that ran out of time ends the run
-  const auto resumable = [&] { return options.resume_wait > 0 && p.broken() && !gave_up; };
-  const auto resume = [&](const Status& why) -> Result<pipeline::ResultMsg> {
-    const auto t0 = Clock::now();
-    DAISY_LOG_WARN("the pipeline went down (%s); waiting up to %g s for it", why.message().c_str(), options.resume_wait);
-    while (true) {
-      const Status back = p.Recover();
-      if (back.ok()) break;
-      if (Since(t0) >= options.resume_wait) {
-        gave_up = true;
-        return Unavailable("%s; the pipeline was not back within %g s (%s)", why.message().c_str(), options.resume_wait,
-                           back.message().c_str());
+  // While `last` failed because the ring went down: wait for it, bounded by resume_wait, then
+  // read the history again; the last chunk of that read asks for the next token as the
+  // interrupted step would have. A wait that runs out ends the run with its reason.
+  const auto resume_while_down = [&](Result<pipeline::ResultMsg>& last) {
+    while (!last.ok() && options.resume_wait > 0 && p.broken()) {
+      const Status why = last.status();
+      const auto t0 = Clock::now();
+      DAISY_LOG_WARN("the pipeline went down (%s); waiting up to %g s for it", why.message().c_str(), options.resume_wait);
+      Status back = p.Recover();
+      while (!back.ok() && Since(t0) < options.resume_wait) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        back = p.Recover();
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (!back.ok()) {
+        last = Unavailable("%s; the pipeline was not back within %g s (%s)", why.message().c_str(), options.resume_wait,
+                           back.message().c_str());
+        return;
+      }
+      const size_t refill = s.Restart();
+      ++st.resumes;
+      st.refilled_tokens += refill;
+      st.paused_seconds += Since(t0);
+      DAISY_LOG_INFO("the pipeline is back after %.1f s; reading %zu tokens again", Since(t0), refill);
+      last = Prefill(p, s, max_rows);
     }
-    const size_t refill = s.Restart();
-    ++st.resumes;
-    st.refilled_tokens += refill;
-    st.paused_seconds += Since(t0);
-    DAISY_LOG_INFO("the pipeline is back after %.1f s; reading %zu tokens again", Since(t0), refill);
-    return Prefill(p, s, max_rows);
   };
   auto start = Clock::now();
   auto last = Prefill(p, s, max_rows);
-  while (!last.ok()) {
-    if (!resumable()) return last.status();
-    last = resume(last.status());
-  }
+  resume_while_down(last);
+  if (!last.ok()) return last.status();
   st.prompt_seconds = Since(start);
   std::vector<int32_t> generated;
   start = Clock::now();
@@ -134,9 +134,9 @@ Result<std::vector<int32_t>> Generate(pipeline::Pipeline& p, int32_t seq, const 
     const auto t0 = Clock::now();
     last = p.Forward(h, tokens);
     seconds = Since(t0);
-    while (!last.ok()) {
-      if (!resumable()) return last.status();
-      last = resume(last.status());
+    if (!last.ok()) {
+      resume_while_down(last);
+      if (!last.ok()) return last.status();
       seconds = -1;  // not a clean measurement of a decode step
     }
     ++st.steps;

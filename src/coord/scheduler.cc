@@ -148,6 +148,7 @@ SchedulerMetrics Scheduler::metrics() const {
   uint64_t n = 0;
   for (const auto& [t, k] : recent_) n += t >= since ? k : 0;
   m.tokens_per_second = static_cast<double>(n) / 10.0;
+  m.stage_failures = pipe_.stage_failures();  // thread-safe: counted by the ring's readers
   return m;
 }
 
@@ -432,12 +433,10 @@ void Scheduler::Loop() {
     Sweep();
     bool stopping;
     std::vector<int64_t> held = pipe_.stage_sequences();  // the local stages are this thread's
-    std::vector<uint64_t> failures = pipe_.stage_failures();
     {
       std::lock_guard lock(mu_);
       stopping = stop_;
       metrics_.stage_sequences = std::move(held);
-      metrics_.stage_failures = std::move(failures);
     }
     if (broken_ && !active_.empty()) {
       const Status st = pipe_.Recover();

@@ -1,7 +1,6 @@
 #include "http/server.h"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -167,44 +166,18 @@ Result<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       s->o_.max_connections = room;
     }
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(s->o_.port);
-  const int rc = ::getaddrinfo(s->o_.host.empty() ? nullptr : s->o_.host.c_str(), port.c_str(), &hints, &res);
-  if (rc != 0) return Unavailable("cannot resolve %s: %s", s->o_.host.c_str(), gai_strerror(rc));
-  std::string why = "no address";
-  for (addrinfo* a = res; a; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
-      s->listen_fd_ = fd;
-      break;
-    }
-    why = std::strerror(errno);
-    ::close(fd);
+  auto listener = transport::ListenSocket({s->o_.host, s->o_.port}, 1024, /*nonblocking=*/true, &s->port_);
+  if (!listener.ok()) {
+    return Unavailable("%s (in use, or not an address of this machine)", listener.status().message().c_str());
   }
-  ::freeaddrinfo(res);
-  if (s->listen_fd_ < 0) {
-    return Unavailable("cannot listen on %s:%u: %s (in use, or not an address of this machine)", s->o_.host.c_str(),
-                       static_cast<unsigned>(s->o_.port), why.c_str());
-  }
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  ::getsockname(s->listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
-  s->port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                             : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  s->listener_ = std::move(*listener);
   s->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   s->wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->epoll_fd_ < 0 || s->wake_fd_ < 0) return Internal("epoll/eventfd: %s", std::strerror(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = s->listen_fd_;
-  ::epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->listen_fd_, &ev);
+  ev.data.fd = s->listener_.fd();
+  ::epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->listener_.fd(), &ev);
   ev.data.fd = s->wake_fd_;
   ::epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, s->wake_fd_, &ev);
   s->long_pool_ = std::make_unique<Pool>();
@@ -223,7 +196,7 @@ Status Server::Start() {
 }
 
 void Server::Stop() {
-  if (listen_fd_ < 0) return;
+  if (!listener_.valid()) return;
   stopping_ = true;
   if (started_) {
     Wake();
@@ -243,8 +216,7 @@ void Server::Stop() {
     if (c) ::close(c->fd);
     c.reset();
   }
-  ::close(listen_fd_);
-  listen_fd_ = -1;
+  listener_.Close();
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
   epoll_fd_ = wake_fd_ = -1;
@@ -267,7 +239,7 @@ void Server::Loop() {
     const int n = ::epoll_wait(epoll_fd_, events, 256, static_cast<int>(kSweepEvery.count()));
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
+      if (fd == listener_.fd()) {
         Accept();
       } else if (fd == wake_fd_) {
         uint64_t v;
@@ -286,13 +258,13 @@ void Server::Loop() {
 
 void Server::Accept() {
   while (true) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE) {
         // Out of descriptors: the pending connection stays in the backlog; the sweep retries.
         ++stats_.refused_busy;
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listener_.fd(), nullptr);
         DAISY_LOG_WARN("HTTP: out of file descriptors (%s); not accepting for a moment", std::strerror(errno));
       }
       return;
@@ -362,6 +334,14 @@ void Server::Advance(Conn& c) {
   }
 }
 
+std::string Server::AllowedMethods(std::string_view path) const {
+  std::string allow;
+  for (const RouteEntry& e : routes_) {
+    if (e.path == path) allow += (allow.empty() ? "" : ", ") + e.method;
+  }
+  return allow;
+}
+
 const Handler* Server::Find(const Request& r, bool* quick) const {
   for (const RouteEntry& e : routes_) {
     if (e.path == r.path && e.method == r.method) {
@@ -415,8 +395,8 @@ void Server::Sweep() {
   // Accepting again after running out of descriptors.
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = listen_fd_;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) == 0) Accept();
+  ev.data.fd = listener_.fd();
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listener_.fd(), &ev) == 0) Accept();
   const Clock::time_point now = Clock::now();
   for (auto& p : conns_) {
     if (!p || p->busy) continue;

@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "http/request.h"
+#include "transport/net.h"
 
 namespace daisy::http {
 
@@ -90,6 +91,9 @@ class Server {
   void Route(std::string method, std::string path, Handler handler, bool quick = false);
   // For a request no route matches (path unknown, or known with another method): quick pool.
   void Fallback(Handler handler) { fallback_ = std::move(handler); }
+  // The methods routed for `path` ("GET", "GET, POST"), or "" for a path with no route: what a
+  // fallback answers 405 with (an Allow header) rather than 404.
+  std::string AllowedMethods(std::string_view path) const;
 
   // Binds and listens; the loop and the workers start. Unavailable when the address cannot be bound.
   static Result<std::unique_ptr<Server>> Create(ServerOptions options);
@@ -132,7 +136,8 @@ class Server {
   std::vector<RouteEntry> routes_;
   Handler fallback_;
   ServerStats stats_;
-  int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
+  transport::Socket listener_;
+  int epoll_fd_ = -1, wake_fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<Pool> long_pool_, quick_pool_;

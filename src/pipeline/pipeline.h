@@ -44,6 +44,7 @@ class Pipeline {
   // them), the workers' as their last pongs said (-1: not known yet).
   std::vector<int64_t> stage_sequences() const;
   // Per stage, the times the ring went down because of that stage's worker (0 for local stages).
+  // Thread-safe.
   std::vector<uint64_t> stage_failures() const;
   // Bytes of forwards sent to the workers so far (frames included).
   uint64_t wire_bytes_sent() const;

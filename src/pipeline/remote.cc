@@ -192,7 +192,6 @@ void RemoteChain::Fail(uint64_t generation, const std::string& why, std::optiona
     std::lock_guard<std::mutex> lock(mu_);
     if (generation != generation_ || !broken_.empty()) return;
     broken_ = why;
-    if (failures_.size() < o_.workers.size()) failures_.resize(o_.workers.size());
     if (worker && *worker < failures_.size()) ++failures_[*worker];
     // Shutting the sockets down also wakes a sender blocked on a peer that reads nothing.
     for (auto& c : conns_) c->Shutdown();
@@ -390,9 +389,7 @@ std::vector<int64_t> RemoteChain::held_sequences() const {
 
 std::vector<uint64_t> RemoteChain::failures() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<uint64_t> out = failures_;
-  out.resize(o_.workers.size());
-  return out;
+  return failures_;
 }
 
 }  // namespace daisy::pipeline

@@ -73,7 +73,7 @@ class RemoteChain {
 
  private:
   explicit RemoteChain(RemoteOptions o, std::vector<shard::ShardInfo> local)
-      : o_(std::move(o)), local_(std::move(local)) {}
+      : o_(std::move(o)), local_(std::move(local)), failures_(o_.workers.size(), 0) {}
   Status Build();
   void Close();
   void ReadLoop(size_t worker, std::shared_ptr<transport::Connection> conn, uint64_t generation);

@@ -121,14 +121,10 @@ void HttpServer::Routes() {
   // llama-server's endpoint: the prompt text a chat request would be fed, {"prompt": ...}.
   srv.Route("POST", "/apply-template", [this](const http::Request& req, http::Response& res) { ApplyTemplate(req, res); });
   srv.Fallback([this](const http::Request& req, http::Response& res) {
-    for (const char* known : {"/health", "/v1/models", "/metrics", "/v1/completions", "/v1/chat/completions",
-                              "/apply-template"}) {
-      if (req.path == known) {
-        res.headers.emplace_back("Allow", req.path == "/health" || req.path == "/v1/models" || req.path == "/metrics"
-                                              ? "GET" : "POST");
-        return Refuse(res, {405, "method " + req.method + " is not allowed on " + req.path + " (" + kEndpoints + ")",
-                            "invalid_request_error", "", "method_not_allowed"});
-      }
+    if (const std::string allow = server_->AllowedMethods(req.path); !allow.empty()) {
+      res.headers.emplace_back("Allow", allow);
+      return Refuse(res, {405, "method " + req.method + " is not allowed on " + req.path + " (" + kEndpoints + ")",
+                          "invalid_request_error", "", "method_not_allowed"});
     }
     Refuse(res, {404, "no such endpoint: " + req.method + " " + req.path + " (" + kEndpoints + ")",
                  "invalid_request_error", "", "not_found"});

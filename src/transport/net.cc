@@ -143,30 +143,34 @@ void ConfigureStream(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
 }
 
-Result<Listener> Listener::Listen(const HostPort& at) {
+Result<Socket> ListenSocket(const HostPort& at, int backlog, bool nonblocking, uint16_t* port) {
   DAISY_ASSIGN_OR_RETURN(addrinfo * res, Resolve(at, true));
   std::string last_error = "no address";
   for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), a->ai_protocol));
     if (!s.valid()) continue;
     int one = 1;
     setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(s.fd(), 64) != 0) {
+    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0 || ::listen(s.fd(), backlog) != 0) {
       last_error = std::strerror(errno);
       continue;
     }
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
     getsockname(s.fd(), reinterpret_cast<sockaddr*>(&ss), &len);
-    Listener l;
-    l.port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                             : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-    l.socket_ = std::move(s);
+    *port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     freeaddrinfo(res);
-    return l;
+    return s;
   }
   freeaddrinfo(res);
   return Unavailable("cannot listen on %s: %s", at.ToString().c_str(), last_error.c_str());
+}
+
+Result<Listener> Listener::Listen(const HostPort& at) {
+  Listener l;
+  DAISY_ASSIGN_OR_RETURN(l.socket_, ListenSocket(at, 64, /*nonblocking=*/false, &l.port_));
+  return l;
 }
 
 Result<Socket> Listener::Accept(std::string* peer) {

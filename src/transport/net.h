@@ -51,6 +51,10 @@ class Socket {
   int fd_ = -1;
 };
 
+// A socket bound to `at` and listening (SO_REUSEADDR, close-on-exec; non-blocking if asked), and
+// the port it got (port 0: any free port). Unavailable, naming the address, when it cannot bind.
+Result<Socket> ListenSocket(const HostPort& at, int backlog, bool nonblocking, uint16_t* port);
+
 class Listener {
  public:
   // Binds and listens (SO_REUSEADDR). Port 0 picks a free port: see port().

@@ -194,6 +194,10 @@ test("bad requests get OpenAI-style 4xx errors and the server stays up", async (
   }
   const missing = await fetch(`${base}/v1/engines`, {headers: auth});
   assert.equal(missing.status, 404);
+  const wrongMethod = await fetch(`${base}/v1/completions`, {headers: auth});
+  assert.equal(wrongMethod.status, 405);
+  assert.equal(wrongMethod.headers.get("allow"), "POST");
+  assert.equal((await wrongMethod.json()).error.code, "method_not_allowed");
   // Still serving.
   const ok = await client.completions.create({model: whole.ready.model, prompt: "Hello", max_tokens: 3, temperature: 0});
   assert.equal(ok.choices[0].text, alone("Hello", 3).text);
