@@ -381,6 +381,7 @@ Status RemoteChain::Reconnect() {
 std::vector<int64_t> RemoteChain::held_sequences() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int64_t> out(o_.workers.size(), -1);
+  if (!broken_.empty()) return out;  // the last pongs are of a ring that is gone
   for (size_t i = 0; i < progress_.size() && i < out.size(); ++i) {
     if (progress_[i].nonce != 0) out[i] = progress_[i].held;
   }

@@ -66,7 +66,8 @@ class RemoteChain {
   Status Reconnect();
   const std::vector<shard::ShardInfo>& shards() const { return infos_; }
   uint64_t wire_bytes_sent() const { return bytes_sent_; }
-  // Per worker, the sequences holding KV there as its last pong said (-1: no pong yet). Thread-safe.
+  // Per worker, the sequences holding KV there as its last pong said (-1: no pong yet, or the
+  // ring is down). Thread-safe.
   std::vector<int64_t> held_sequences() const;
   // Per worker, the times the ring went down because of its link (lost, silent, a bad frame).
   std::vector<uint64_t> failures() const;

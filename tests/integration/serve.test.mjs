@@ -224,7 +224,9 @@ async function metric(server, name) {
 test("a client that disconnects mid-stream frees its sequence on every stage", async () => {
   // A 2-stage pipeline with 10 ms added on the hop to the worker, so 400 tokens take seconds and
   // the abort surely lands mid-stream.
-  const proxy = await start(["proxy", "--listen", "127.0.0.1:0", "--to", `127.0.0.1:${worker.ready.port}`,
+  // Its own worker: sharing `pipe`'s would end pipe's session (a worker serves one coordinator).
+  const ownWorker = await start(["worker", "--shard", path.join(dir, "s2", "stage-1.daisy"), "--listen", "127.0.0.1:0", "-t", "1"]);
+  const proxy = await start(["proxy", "--listen", "127.0.0.1:0", "--to", `127.0.0.1:${ownWorker.ready.port}`,
                              "--delay", "10"]);
   const slow = await start(["serve", "--shard", path.join(dir, "s2", "stage-0.daisy"), "--workers",
                             `127.0.0.1:${proxy.ready.port}`, "--http", "127.0.0.1:0", "-t", "1",
@@ -280,6 +282,7 @@ test("a client that disconnects mid-stream frees its sequence on every stage", a
   assert.equal(r.choices[0].text, alone("Hello", 4).text);
   slow.proc.kill("SIGTERM");
   proxy.proc.kill("SIGTERM");
+  ownWorker.proc.kill("SIGTERM");
 });
 
 test("a full queue answers 429 and the others finish", async () => {
