@@ -141,6 +141,7 @@ int Run(const RunFlags& f) {
     if (stats.resumes > 0) {
       j["resumes"] = stats.resumes;
       j["refilled_tokens"] = stats.refilled_tokens;
+      j["stage_refilled_tokens"] = stats.stage_refilled_tokens;
       j["paused_seconds"] = stats.paused_seconds;
     }
     if (drafter) {

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_top_k = 16;
   limits.d_model = 8;
   limits.n_vocab = 100;
-  switch (data[0] % 8) {
+  switch (data[0] % 9) {
     case 0: {
       ForwardHeader h;
       std::span<const uint8_t> a;
@@ -53,6 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 6: {
       Pong pong;
       (void)DecodePong(p, pong);
+      break;
+    }
+    case 7: {
+      Configured c;
+      (void)DecodeConfigured(p, limits.max_seqs, c);
       break;
     }
     default: {

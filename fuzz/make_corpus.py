@@ -35,9 +35,10 @@ put("fuzz_frames", "forward-masks", b"\x00" + forward(masks=True))
 put("fuzz_frames", "forward-middle", b"\x01" + forward())
 result = struct.pack("<QI", 7, 1) + struct.pack("<iIHHI", 0, 1, 1, 0, 0) + struct.pack("<if", 3, -0.5) * 2
 put("fuzz_frames", "result", b"\x02" + result)
-put("fuzz_frames", "configure", b"\x03" + struct.pack("<Q", 99) + string("127.0.0.1:9000") + struct.pack("<Biiii", 0, 64, 4, 512, 0))
+put("fuzz_frames", "configure", b"\x03" + struct.pack("<Q", 99) + string("127.0.0.1:9000") + struct.pack("<BiiiiQ", 0, 64, 4, 512, 0, 0))
 put("fuzz_frames", "ping", b"\x05" + struct.pack("<Q", 1))
-put("fuzz_frames", "error", b"\x07" + struct.pack("<Q", 3) + string("boom"))
+put("fuzz_frames", "configured", b"\x07" + struct.pack("<I", 2) + struct.pack("<iiii", 3, 40, 5, 1))
+put("fuzz_frames", "error", b"\x08" + struct.pack("<Q", 3) + string("boom"))
 
 SCHEMAS = [
     {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
@@ -98,7 +99,7 @@ for i, r in enumerate([b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
 
 # fuzz_link: the first byte is the role (0/1 dialer open/keyed, 2/3 acceptor open/keyed, 4 frames only).
 def frame(t, payload):
-    return struct.pack("<IHHI", 0x31595344, 4, t, len(payload)) + payload
+    return struct.pack("<IHHI", 0x31595344, 5, t, len(payload)) + payload
 put("fuzz_link", "dialer-open", b"\x00" + frame(1, b"\x00" + b"n" * 32) + frame(3, b"\x00" * 32) + frame(25, struct.pack("<Q", 1)))
 put("fuzz_link", "dialer-keyed", b"\x01" + frame(1, b"\x01" + b"n" * 32) + frame(4, string("wrong cluster key")))
 put("fuzz_link", "acceptor-open", b"\x02" + frame(2, b"\x00" + b"c" * 32 + b"\x00" * 32) + frame(16, b""))
@@ -108,9 +109,11 @@ put("fuzz_link", "frames", b"\x04" + frame(26, struct.pack("<QQQI", 1, 2, 0, 3))
 
 # fuzz_worker: what one connection sends a worker holding the last stage (d_model 32) after the
 # authentication: a session, a forward, a ping, a release.
-configure = frame(18, struct.pack("<Q", 99) + string("") + struct.pack("<Biiii", 0, 16, 4, 64, 0))
+configure = frame(18, struct.pack("<Q", 99) + string("") + struct.pack("<BiiiiQ", 0, 16, 4, 64, 0, 0))
+resume = frame(18, struct.pack("<Q", 100) + string("") + struct.pack("<BiiiiQ", 0, 16, 4, 64, 0, 99))
 put("fuzz_worker", "describe", frame(16, b""))
 put("fuzz_worker", "session", configure + frame(25, struct.pack("<Q", 1)) + frame(21, forward(dim=32, fid=1)) +
     frame(23, struct.pack("<Ii", 1, 0)))
 put("fuzz_worker", "two-forwards", configure + frame(21, forward(dim=32, fid=1)) + frame(21, forward(masks=True, dim=32, fid=2)))
 put("fuzz_worker", "join", frame(20, struct.pack("<Q", 99)))
+put("fuzz_worker", "resume", configure + frame(21, forward(dim=32, fid=1)) + resume + frame(21, forward(dim=32, fid=2)))

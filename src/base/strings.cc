@@ -81,4 +81,13 @@ void AppendUtf8(uint32_t cpt, std::string& out) {
   }
 }
 
+std::string JoinNumbers(const std::vector<size_t>& numbers, char sep) {
+  std::string out;
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    if (i > 0) out += sep;
+    out += std::to_string(numbers[i]);
+  }
+  return out;
+}
+
 }  // namespace daisy

@@ -21,6 +21,9 @@ std::vector<std::string> StrSplit(std::string_view text, char sep);
 // Quotes `text` for a diagnostic: printable ASCII kept, the rest \xNN-escaped, cut at `max_len`.
 std::string EscapeForMessage(std::string_view text, size_t max_len = 64);
 
+// "1/2/3": the numbers joined by `sep`.
+std::string JoinNumbers(const std::vector<size_t>& numbers, char sep = '/');
+
 // Appends the UTF-8 encoding of `cpt` (< 0x110000) to `out`.
 void AppendUtf8(uint32_t cpt, std::string& out);
 

@@ -47,11 +47,19 @@ SeqDecoder::SeqDecoder(int32_t seq, std::span<const int32_t> prompt, const runti
       max_tokens_(max_tokens), k_(k) {}
 
 int SeqDecoder::AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& tokens, size_t max_rows) {
-  Chunker prompt(std::span<const int32_t>(history_).first(prefill_size_), 0, prefilled_);
+  // A refill's chunk ends where the set of stages lacking the rows changes, and its forward at
+  // the last of them; the history's last row goes through every stage.
+  const bool refill = refill_stage_ >= 0;
+  const size_t end = refill ? static_cast<size_t>(NextRefillBreak(static_cast<int32_t>(prefilled_))) : prefill_size_;
+  Chunker prompt(std::span<const int32_t>(history_).first(end), 0, prefilled_);
   const Chunk c = prompt.Take(max_rows);
   prefilled_ = prompt.taken();
   pipeline::SeqRows rows{seq_, c.start, static_cast<int32_t>(c.tokens.size()), {}};
-  if (prompt.done()) {
+  if (refill) {
+    h.last_stage = refill_stage_;
+    refill_stage_ = RefillStage(static_cast<int32_t>(prefilled_));
+    rows.out.kind = OutputKind::kNone;
+  } else if (prompt.done()) {
     rows.out = NextTokenSpec(sampling_, history_);
     rows.out.top_k = static_cast<uint16_t>(top_logprobs_);
     if (constraint_) rows.out.masks.push_back(constraint_->Next().words);
@@ -92,14 +100,67 @@ void SeqDecoder::AddDecodeRows(pipeline::ForwardHeader& h, std::vector<int32_t>&
   tokens.insert(tokens.end(), draft_.begin(), draft_.end());
 }
 
-size_t SeqDecoder::Restart() {
+std::vector<size_t> SeqDecoder::Restart(std::span<const int32_t> held, int32_t max_rewind) {
+  const int32_t n = static_cast<int32_t>(history_.size());
+  const size_t stages = held.size();
+  // What a stage holds counts up to the history's last token (which is read again in any case,
+  // for the next token), and only what was sent of it: a stage may also hold drafts that were
+  // not accepted, or rows of a forward whose result never came back.
+  const int32_t valid = prompt_done() ? n - 1 : std::min<int32_t>(n - 1, static_cast<int32_t>(prefilled_));
+  kept_.resize(stages);
+  for (size_t i = 0; i < stages; ++i) kept_[i] = std::clamp(held[i], 0, valid);
+  const int32_t from = stages == 0 ? 0 : *std::min_element(kept_.begin(), kept_.end());
+  // Walk the plan the chunks will follow: each position goes through the stages up to the last
+  // that lacks it. A stage that holds more than a chunk's start rewinds to it, which a
+  // sliding-window layer allows only so far back: past that, everything is read from the start.
+  std::vector<size_t> read(stages, 0);
+  std::vector<int32_t> length(held.begin(), held.end());
+  bool rewinds_ok = true;
+  const auto run = [&](size_t last, int32_t p, int32_t end) {
+    for (size_t i = 0; i <= last; ++i) {
+      if (p > 0 && length[i] - p > max_rewind) rewinds_ok = false;
+      read[i] += static_cast<size_t>(end - p);
+      length[i] = end;
+    }
+  };
+  int32_t p = from;
+  for (int32_t last = RefillStage(p); last >= 0; last = RefillStage(p)) {
+    const int32_t end = NextRefillBreak(p);
+    run(static_cast<size_t>(last), p, end);
+    p = end;
+  }
+  if (stages > 0) run(stages - 1, p, n);  // the rest (at least the last token) through every stage
+  if (!rewinds_ok) {
+    kept_.assign(stages, 0);
+    read.assign(stages, static_cast<size_t>(n));
+  }
   prefill_size_ = history_.size();
-  prefilled_ = 0;
+  prefilled_ = rewinds_ok ? static_cast<size_t>(from) : 0;
+  refill_stage_ = RefillStage(static_cast<int32_t>(prefilled_));
   decode_step_ = false;
   draft_.clear();
   q_.clear();
   confidence_.clear();
-  return prefill_size_;
+  return read;
+}
+
+int32_t SeqDecoder::RefillStage(int32_t p) const {
+  const int32_t n = static_cast<int32_t>(history_.size());
+  if (kept_.empty() || p >= n - 1) return -1;
+  int32_t last = -1;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    if (kept_[i] <= p) last = static_cast<int32_t>(i);
+  }
+  // Lacking on the last stage too: from here on every stage reads, as for any prompt.
+  return last == static_cast<int32_t>(kept_.size()) - 1 ? -1 : last;
+}
+
+int32_t SeqDecoder::NextRefillBreak(int32_t p) const {
+  int32_t next = static_cast<int32_t>(history_.size()) - 1;
+  for (int32_t k : kept_) {
+    if (k > p) next = std::min(next, k);
+  }
+  return next;
 }
 
 Result<std::vector<pipeline::RowOutput>> SeqDecoder::Settle(const pipeline::ResultMsg& r, int32_t n_vocab,

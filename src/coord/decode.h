@@ -62,10 +62,19 @@ class SeqDecoder {
   // The prompt: its next chunk of at most `max_rows` rows; the last chunk asks for the first
   // token (as `out` when given, else NextTokenSpec), the others for nothing. Returns the rows.
   bool prompt_done() const { return prefilled_ == prefill_size_; }
-  // The pipeline lost this sequence's KV: read the whole history (prompt and settled tokens)
-  // again as a prompt, whose last chunk asks for the next token exactly as a decode step would
-  // (same position, same draw). Drafts in flight are dropped. Returns the tokens to re-read.
-  size_t Restart();
+  // The pipeline went down and lost some of this sequence's KV: `held[i]` positions of it
+  // survive on stage i (pipeline::Pipeline::HeldLengths). The history (prompt and settled
+  // tokens) is read again as a prompt where it was lost: the rows every stage holds are skipped,
+  // rows only some stages lack go in forwards that end at the last stage lacking them
+  // (refill_stage()), and the last token goes through every stage, asking for the next token
+  // exactly as the interrupted step would (same position, same draw). Drafts in flight are
+  // dropped. If a stage would have to rewind more than `max_rewind` positions on the way (a
+  // sliding-window layer may not keep them), every stage reads from the start. Returns per stage
+  // the tokens it reads again.
+  std::vector<size_t> Restart(std::span<const int32_t> held, int32_t max_rewind);
+  // The stage the next prompt chunk ends at: the last that lacks part of the history after a
+  // Restart (-1: every stage; that chunk may be batched with anything else).
+  int32_t refill_stage() const { return refill_stage_; }
   int AddPromptRows(pipeline::ForwardHeader& h, std::vector<int32_t>& tokens, size_t max_rows);
 
   // Decoding: the drafts a verify may still carry (the tokens wanted, less the one the verify
@@ -93,6 +102,12 @@ class SeqDecoder {
   size_t prompt_size_;
   size_t prefill_size_;           // rows to read as a prompt: the prompt, or after Restart the history
   size_t prefilled_ = 0;          // prompt rows sent
+  int32_t refill_stage_ = -1;     // the next prompt chunk ends at this stage (-1: goes through all)
+  std::vector<int32_t> kept_;     // after Restart: per stage, the history positions it still holds
+  // The last stage lacking position `p` of the history (-1: the last stage lacks it, or p is the
+  // history's last position: every stage reads it), and the next position where that changes.
+  int32_t RefillStage(int32_t p) const;
+  int32_t NextRefillBreak(int32_t p) const;
   runtime::SamplingParams sampling_;
   int max_tokens_;
   KController* k_;

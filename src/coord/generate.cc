@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace daisy::coord {
 namespace {
@@ -67,21 +68,25 @@ Result<std::vector<int32_t>> Generate(pipeline::Pipeline& p, int32_t seq, const 
       const Status why = last.status();
       const auto t0 = Clock::now();
       DAISY_LOG_WARN("the pipeline went down (%s); waiting up to %g s for it", why.message().c_str(), options.resume_wait);
-      Status back = p.Recover();
+      const int32_t keep[1] = {seq};
+      Status back = p.Recover(keep);
       while (!back.ok() && Since(t0) < options.resume_wait) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        back = p.Recover();
+        back = p.Recover(keep);
       }
       if (!back.ok()) {
         last = Unavailable("%s; the pipeline was not back within %g s (%s)", why.message().c_str(), options.resume_wait,
                            back.message().c_str());
         return;
       }
-      const size_t refill = s.Restart();
+      const std::vector<size_t> refill = s.Restart(p.HeldLengths(seq), static_cast<int32_t>(max_rows / 2));
       ++st.resumes;
-      st.refilled_tokens += refill;
+      st.refilled_tokens += refill.front();
+      st.stage_refilled_tokens.resize(refill.size());
+      for (size_t i = 0; i < refill.size(); ++i) st.stage_refilled_tokens[i] += refill[i];
       st.paused_seconds += Since(t0);
-      DAISY_LOG_INFO("the pipeline is back after %.1f s; reading %zu tokens again", Since(t0), refill);
+      DAISY_LOG_INFO("the pipeline is back after %.1f s; reading again %s tokens (per stage)", Since(t0),
+                     JoinNumbers(refill).c_str());
       last = Prefill(p, s, max_rows);
     }
   };

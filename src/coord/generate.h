@@ -53,7 +53,8 @@ struct GenerateStats {
   int confidence_stops = 0;  // verifies whose drafting the draft's confidence ended below K
   std::vector<double> verify_seconds;    // each verify's forward
   int resumes = 0;             // times the ring came back and the sequence went on
-  size_t refilled_tokens = 0;  // tokens read again to rebuild its KV
+  size_t refilled_tokens = 0;  // tokens sent again to rebuild its KV (what the first stage read again)
+  std::vector<size_t> stage_refilled_tokens;  // per stage, the tokens it read again
   double paused_seconds = 0;   // waiting for the ring
 };
 

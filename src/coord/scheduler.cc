@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace daisy::coord {
 
@@ -234,13 +235,24 @@ Result<bool> Scheduler::StartBatch(int group) {
   h.id = b->id;
   h.dim = pipe_.config().d_model;
   std::vector<int32_t> tokens;
-  DraftFor(group);
+  // After a resume, the rows that only the first stages lost go in forwards of their own, which
+  // end at the last stage that lacks them: one such forward at a time, before anything else.
+  int32_t refill = -1;
+  for (const auto& sp : active_) {
+    const Seq& s = *sp;
+    if (s.group == group && !s.in_flight && !s.done && s.dec->refill_stage() >= 0) {
+      refill = s.dec->refill_stage();
+      break;
+    }
+  }
+  if (refill < 0) DraftFor(group);
   // Decode rows first (one per sequence, plus its drafts), then prompt chunks while there is room.
   int decode_seqs = 0;
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = refill < 0 ? 0 : 1; pass < 2; ++pass) {
     for (auto& sp : active_) {
       Seq& s = *sp;
       if (s.group != group || s.in_flight || s.done) continue;
+      if (s.dec->refill_stage() != refill) continue;
       const bool decoding = s.dec->prompt_done();
       if (decoding != (pass == 0)) continue;
       const int room = o_.max_batch_rows - b->rows;
@@ -401,9 +413,8 @@ void Scheduler::Fail(const Status& why) {
     }
     broken_ = true;
     last_failure_ = why;
-    for (auto& s : active_) {
-      if (!s->done) s->dec->Restart();
-    }
+    // Each decoder keeps its state as of the failure: once the ring is back, Restart compares it
+    // with what the stages kept.
     return;
   }
   DAISY_LOG_WARN("serve: %s", why.message().c_str());
@@ -439,16 +450,23 @@ void Scheduler::Loop() {
       metrics_.stage_sequences = std::move(held);
     }
     if (broken_ && !active_.empty()) {
-      const Status st = pipe_.Recover();
+      std::vector<int32_t> keep;
+      for (const auto& s : active_) {
+        if (!s->done) keep.push_back(s->id);
+      }
+      const Status st = pipe_.Recover(keep);
       const bool resuming = o_.resume_wait > 0;
       if (st.ok()) {
         broken_ = false;
         if (resuming) {
           uint64_t refill = 0;
           int resumed = 0;
+          std::vector<uint64_t> per_stage(static_cast<size_t>(pipe_.n_stages()), 0);
           for (auto& s : active_) {
             if (s->done) continue;
-            refill += s->dec->Restart();
+            const std::vector<size_t> read = s->dec->Restart(pipe_.HeldLengths(s->id), o_.max_batch_rows / 2);
+            refill += read.front();
+            for (size_t i = 0; i < read.size() && i < per_stage.size(); ++i) per_stage[i] += read[i];
             ++resumed;
           }
           const double paused = Since(pause_started_);
@@ -456,11 +474,14 @@ void Scheduler::Loop() {
           // threshold rises after the first large free), so every rebuild would leave a few MB
           // of resident memory behind (measured by bench/soak.mjs): give them back.
           ::malloc_trim(0);
-          DAISY_LOG_INFO("serve: the pipeline is back after %.1f s; resuming %d requests (%llu tokens to read again)",
-                         paused, resumed, static_cast<unsigned long long>(refill));
+          std::vector<size_t> shown(per_stage.begin(), per_stage.end());
+          DAISY_LOG_INFO("serve: the pipeline is back after %.1f s; resuming %d requests (tokens to read again per stage: %s)",
+                         paused, resumed, JoinNumbers(shown).c_str());
           std::lock_guard lock(mu_);
           ++metrics_.resumes;
           metrics_.refilled_tokens += refill;
+          metrics_.stage_refilled_tokens.resize(per_stage.size(), 0);
+          for (size_t i = 0; i < per_stage.size(); ++i) metrics_.stage_refilled_tokens[i] += per_stage[i];
           metrics_.paused_seconds += paused;
         } else {
           DAISY_LOG_INFO("serve: the pipeline is back");

@@ -175,6 +175,7 @@ struct SchedulerMetrics {
   // Per stage, the sequences holding KV there (workers: as of their last pong; -1: unknown).
   std::vector<int64_t> stage_sequences;
   std::vector<uint64_t> stage_failures;  // per stage, ring failures its worker caused
+  std::vector<uint64_t> stage_refilled_tokens;  // per stage, tokens read again on resumes
 };
 
 class Scheduler {

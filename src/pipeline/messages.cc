@@ -39,7 +39,32 @@ std::vector<uint8_t> EncodeConfigure(const Configure& c) {
   e.Put<int32_t>(c.max_seqs);
   e.Put<int32_t>(c.seq_capacity);
   e.Put<int32_t>(c.rope_context);
+  e.Put<uint64_t>(c.resume);
   return std::move(e.bytes());
+}
+
+std::vector<uint8_t> EncodeConfigured(const Configured& c) {
+  Encoder e;
+  e.Put<uint32_t>(static_cast<uint32_t>(c.kept.size()));
+  for (const auto& [seq, length] : c.kept) {
+    e.Put<int32_t>(seq);
+    e.Put<int32_t>(length);
+  }
+  return std::move(e.bytes());
+}
+
+Status DecodeConfigured(std::span<const uint8_t> payload, int max_seqs, Configured& c) {
+  Decoder d(payload, "configured");
+  uint32_t n = 0;
+  DAISY_RETURN_IF_ERROR(d.Get(n));
+  if (n > static_cast<uint32_t>(max_seqs)) return DataLoss("configured: %u sequences kept (at most %d)", n, max_seqs);
+  c.kept.assign(n, {});
+  for (auto& [seq, length] : c.kept) {
+    DAISY_RETURN_IF_ERROR(d.Get(seq));
+    DAISY_RETURN_IF_ERROR(d.Get(length));
+    if (seq < 0 || length < 0) return DataLoss("configured: sequence %d with %d positions", seq, length);
+  }
+  return d.ExpectEnd();
 }
 
 Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c) {
@@ -52,6 +77,7 @@ Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c) {
   DAISY_RETURN_IF_ERROR(d.Get(c.max_seqs));
   DAISY_RETURN_IF_ERROR(d.Get(c.seq_capacity));
   DAISY_RETURN_IF_ERROR(d.Get(c.rope_context));
+  DAISY_RETURN_IF_ERROR(d.Get(c.resume));
   DAISY_RETURN_IF_ERROR(d.ExpectEnd());
   if (wire > static_cast<uint8_t>(WireType::kQ8_0)) return DataLoss("configure: unknown wire type %u", wire);
   c.wire = static_cast<WireType>(wire);

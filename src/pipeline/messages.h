@@ -24,9 +24,21 @@ struct Configure {
   int32_t max_seqs = 64;
   int32_t seq_capacity = 4096;
   int32_t rope_context = 0;  // StageOptions::rope_context
+  // The session this one continues after a failure (protocol 5; 0: none). A worker whose last
+  // session it is, configured with the same limits, keeps the KV cache it holds and says what
+  // it kept in its Configured; any other worker starts empty.
+  uint64_t resume = 0;
 };
 std::vector<uint8_t> EncodeConfigure(const Configure& c);
 Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c);
+
+// A worker's answer to Configure: the sequences whose KV it kept, with the positions held of
+// each (empty unless it resumed a session). At most `max_seqs` entries.
+struct Configured {
+  std::vector<std::pair<int32_t, int32_t>> kept;  // (sequence, length)
+};
+std::vector<uint8_t> EncodeConfigured(const Configured& c);
+Status DecodeConfigured(std::span<const uint8_t> payload, int max_seqs, Configured& c);
 
 // A worker's answer to a Ping, from its reader thread (so a busy compute thread still answers):
 // the id of the last forward it finished and of the one it is computing (0: idle). A worker

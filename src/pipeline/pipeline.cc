@@ -26,6 +26,12 @@ Status Pipeline::Submit(const ForwardHeader& h, std::span<const int32_t> tokens)
       local_results_.push_back(std::move(result));
       return Status::Ok();
     }
+    if (h.last_stage == static_cast<int>(i)) {
+      ResultMsg done;
+      done.id = h.id;
+      local_results_.push_back(std::move(done));
+      return Status::Ok();
+    }
     in = out;
   }
   if (remote_ == nullptr) return Internal("the pipeline has no last stage");
@@ -93,10 +99,37 @@ std::vector<uint64_t> Pipeline::stage_failures() const {
 
 uint64_t Pipeline::wire_bytes_sent() const { return remote_ != nullptr ? remote_->wire_bytes_sent() : 0; }
 
-Status Pipeline::Recover() {
-  for (auto& s : local_) s->Reset();
+Status Pipeline::Recover(std::span<const int32_t> keep) {
+  const auto kept = [&](int32_t seq) { return std::find(keep.begin(), keep.end(), seq) != keep.end(); };
+  for (auto& s : local_) {
+    for (const auto& [seq, length] : s->stage().kv().Lengths()) {
+      if (!kept(seq)) s->Release(seq);
+    }
+  }
   local_results_.clear();
-  return remote_ != nullptr ? remote_->Reconnect() : Status::Ok();
+  if (remote_ == nullptr) return Status::Ok();
+  DAISY_RETURN_IF_ERROR(remote_->Reconnect());
+  // What the workers kept of sequences that ended meanwhile (their release may have been lost
+  // with the ring) is freed now.
+  std::vector<int32_t> gone;
+  for (const auto& stage : remote_->kept()) {
+    for (const auto& [seq, length] : stage) {
+      if (!kept(seq) && std::find(gone.begin(), gone.end(), seq) == gone.end()) gone.push_back(seq);
+    }
+  }
+  return gone.empty() ? Status::Ok() : remote_->Release(gone);
+}
+
+std::vector<int32_t> Pipeline::HeldLengths(int32_t seq) const {
+  std::vector<int32_t> out;
+  for (const auto& s : local_) out.push_back(s->stage().kv().Length(seq));
+  if (remote_ != nullptr) {
+    for (const auto& stage : remote_->kept()) {
+      auto it = stage.find(seq);
+      out.push_back(it == stage.end() ? 0 : it->second);
+    }
+  }
+  return out;
 }
 
 }  // namespace daisy::pipeline

@@ -22,13 +22,19 @@ class Pipeline {
            const kernels::KernelTable& kernels, runtime::ThreadPool& pool,
            std::unique_ptr<RemoteChain> remote);
 
-  // Runs the local stages now and hands the rest to the workers. `tokens`: one per row.
+  // Runs the local stages now and hands the rest to the workers. `tokens`: one per row. A
+  // forward with h.last_stage set ends at that stage, whose result has no sequences.
   Status Submit(const ForwardHeader& h, std::span<const int32_t> tokens);
   Result<ResultMsg> Wait(uint64_t id);
   Result<ResultMsg> Forward(const ForwardHeader& h, std::span<const int32_t> tokens);
   Status Release(std::span<const int32_t> seqs);
-  // After a failure: forget every sequence, rebuild the ring.
-  Status Recover();
+  // After a failure: rebuilds the ring, keeping the KV of the sequences in `keep` wherever it
+  // survived (this process's stages, and workers that are still the ones configured last) and
+  // freeing every other sequence. HeldLengths then says what survived.
+  Status Recover(std::span<const int32_t> keep);
+  // Per stage, the positions of `seq` held there (0: none). After Recover, a worker's count is
+  // what it kept.
+  std::vector<int32_t> HeldLengths(int32_t seq) const;
 
   const model::ModelConfig& config() const { return config_; }
   // Stages in all: this process's and the workers'.

@@ -83,13 +83,15 @@ runtime::StageOptions Opts(const shard::ShardInfo& i) {
 }
 
 std::unique_ptr<Worker> StartWorker(int stage, uint16_t port = 0,
-                                    std::optional<transport::ClusterKey> key = std::nullopt) {
+                                    std::optional<transport::ClusterKey> key = std::nullopt,
+                                    std::chrono::milliseconds keep_ended_session = std::chrono::minutes(10)) {
   auto shard = shard::LoadShard(shard::ShardPath(TheEnv().dir / "3", stage));
   EXPECT_TRUE(shard.ok());
   WorkerOptions o;
   o.listen = {"127.0.0.1", port};
   o.threads = 1;
   o.key = std::move(key);
+  o.keep_ended_session = keep_ended_session;
   auto w = Worker::Start(std::move(*shard), std::move(o));
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   return std::move(*w);
@@ -274,10 +276,87 @@ TEST(Pipeline, AWorkerThatDiesFailsTheRequestAndIsPickedUpAgain) {
   w2.reset();
   // The worker comes back on the same port; the coordinator rebuilds the ring.
   auto again = StartWorker(2, port2);
-  ASSERT_TRUE((*c)->p->Recover().ok());
+  ASSERT_TRUE((*c)->p->Recover({}).ok());
   auto ok = Greedy(*(*c)->p, 0, Prompt(5, 6), 10);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(*ok, Monolithic(Prompt(5, 6), 10));
+}
+
+// A resume keeps the KV wherever it survived: the coordinator's own stage and a worker that is
+// still the one configured last keep theirs; a restarted worker starts empty. Only the lost
+// stage reads the history again, in a forward that ends there; the next token is then exactly
+// the uninterrupted one.
+TEST(Pipeline, AResumedRingKeepsTheKvThatSurvived) {
+  auto w1 = StartWorker(1), w2 = StartWorker(2);
+  const uint16_t port1 = w1->port();
+  auto c = Connect({port1, w2->port()});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Pipeline& p = *(*c)->p;
+  const std::vector<int32_t> prompt = Prompt(12, 3);
+  const std::vector<int32_t> want = Monolithic(prompt, 2);
+  ForwardHeader h;
+  h.id = p.NextId();
+  h.dim = p.config().d_model;
+  h.seqs.push_back({4, 0, 12, {}});
+  auto r = p.Forward(h, prompt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->seqs.at(0).rows.at(0).token, want[0]);
+  // A second sequence the coordinator will not keep.
+  h.id = p.NextId();
+  h.seqs = {{5, 0, 3, {}}};
+  ASSERT_TRUE(p.Forward(h, std::span(prompt).first(3)).ok());
+
+  // Stage 1's worker is replaced by a fresh one on its port.
+  w1.reset();
+  w1 = StartWorker(1, port1);
+  const int32_t keep[1] = {4};
+  ASSERT_TRUE(p.Recover(keep).ok());
+  EXPECT_EQ(p.HeldLengths(4), (std::vector<int32_t>{12, 0, 12}));
+  EXPECT_EQ(p.HeldLengths(5), (std::vector<int32_t>{0, 0, 0}));  // freed everywhere
+  const auto settles = [&] {
+    for (int i = 0; i < 100 && w2->held_sequences() != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return w2->held_sequences();
+  };
+  EXPECT_EQ(settles(), 1u);
+
+  // The history stage 1 lost, in a forward that ends there: stage 2 reads none of it.
+  h.id = p.NextId();
+  h.last_stage = 1;
+  h.seqs = {{4, 0, 12, {}}};
+  h.seqs[0].out.kind = OutputKind::kNone;
+  r = p.Forward(h, prompt);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->seqs.empty());
+  // Then the token the interrupted step would have sent, through every stage.
+  h.id = p.NextId();
+  h.last_stage = -1;
+  h.seqs = {{4, 12, 1, {}}};
+  const int32_t next[1] = {want[0]};
+  r = p.Forward(h, next);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->seqs.at(0).rows.at(0).token, want[1]);
+
+  // Without resume (a coordinator that forgets), nothing is kept anywhere.
+  ASSERT_TRUE(p.Recover({}).ok());
+  EXPECT_EQ(p.HeldLengths(4), (std::vector<int32_t>{0, 0, 0}));
+}
+
+// A worker keeps an ended session's KV for a resume only so long, then frees it.
+TEST(Pipeline, AWorkerFreesTheKvOfASessionNotResumed) {
+  auto w1 = StartWorker(1), w2 = StartWorker(2, 0, std::nullopt, std::chrono::milliseconds(300));
+  {
+    auto c = Connect({w1->port(), w2->port()});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ForwardHeader h;
+    h.id = (*c)->p->NextId();
+    h.dim = (*c)->p->config().d_model;
+    h.seqs.push_back({1, 0, 5, {}});
+    ASSERT_TRUE((*c)->p->Forward(h, Prompt(5, 1)).ok());
+  }  // the coordinator goes away
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(w2->held_sequences(), 1u);  // kept for a while
+  for (int i = 0; i < 200 && w2->held_sequences() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(w2->held_sequences(), 0u);
 }
 
 }  // namespace

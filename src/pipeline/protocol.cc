@@ -261,7 +261,7 @@ std::vector<uint8_t> EncodeForwardHeader(const ForwardHeader& h) {
   e.Put<uint64_t>(h.id);
   e.Put<uint8_t>(static_cast<uint8_t>(h.wire));
   e.Put<uint8_t>(0);
-  e.Put<uint16_t>(0);
+  e.Put<uint16_t>(static_cast<uint16_t>(h.last_stage + 1));  // 0: every stage
   e.Put<int32_t>(h.dim);
   e.Put<uint32_t>(static_cast<uint32_t>(h.seqs.size()));
   for (const SeqRows& s : h.seqs) {
@@ -278,12 +278,13 @@ Status DecodeForward(std::span<const uint8_t> payload, const Limits& limits, boo
                      ForwardHeader& h, std::span<const uint8_t>& activations) {
   Decoder d(payload, "forward");
   uint8_t wire = 0, pad8 = 0;
-  uint16_t pad16 = 0;
+  uint16_t end_stage = 0;
   uint32_t n_seqs = 0, output_bytes = 0;
   DAISY_RETURN_IF_ERROR(d.Get(h.id));
   DAISY_RETURN_IF_ERROR(d.Get(wire));
   DAISY_RETURN_IF_ERROR(d.Get(pad8));
-  DAISY_RETURN_IF_ERROR(d.Get(pad16));
+  DAISY_RETURN_IF_ERROR(d.Get(end_stage));
+  h.last_stage = static_cast<int32_t>(end_stage) - 1;
   DAISY_RETURN_IF_ERROR(d.Get(h.dim));
   DAISY_RETURN_IF_ERROR(d.Get(n_seqs));
   if (wire > static_cast<uint8_t>(WireType::kQ8_0)) return DataLoss("forward: unknown wire type %u", wire);

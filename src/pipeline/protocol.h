@@ -78,6 +78,10 @@ struct ForwardHeader {
   uint64_t id = 0;
   WireType wire = WireType::kF32;
   int32_t dim = 0;
+  // The last stage to run these rows (-1: every stage). A forward that ends early returns a
+  // Result with no sequences from that stage: it only fills the KV of the stages up to it (a
+  // resume re-reading history on the stages that lost it).
+  int32_t last_stage = -1;
   std::vector<SeqRows> seqs;
   int32_t total_rows() const;
 };

@@ -156,6 +156,7 @@ Status RemoteChain::Build() {
     cfg.max_seqs = o_.max_seqs;
     cfg.seq_capacity = o_.seq_capacity;
     cfg.rope_context = o_.rope_context;
+    cfg.resume = configured_[i];  // its KV is kept if it is still the worker we configured last
     DAISY_RETURN_IF_ERROR(conns[i]->Send(kConfigure, EncodeConfigure(cfg)));
     DAISY_ASSIGN_OR_RETURN(transport::Frame f, conns[i]->Receive(kMaxControlFrame, kConfigureTimeout));
     if (f.type == kError) {
@@ -165,6 +166,11 @@ Status RemoteChain::Build() {
       return Unavailable("worker %s: %s", active_[i].ToString().c_str(), message.c_str());
     }
     if (f.type != kConfigured) return DataLoss("worker %s: unexpected reply type %u", active_[i].ToString().c_str(), f.type);
+    Configured answer;
+    DAISY_RETURN_IF_ERROR(DecodeConfigured(f.payload, o_.max_seqs, answer).With("worker " + active_[i].ToString()));
+    configured_[i] = session;
+    kept_[i].clear();
+    for (const auto& [seq, length] : answer.kept) kept_[i][seq] = length;
   }
   limits_.max_rows = o_.max_rows;
   limits_.max_seqs = o_.max_seqs;
@@ -244,9 +250,11 @@ void RemoteChain::ReadLoop(size_t worker, std::shared_ptr<transport::Connection>
       }
       std::lock_guard<std::mutex> lock(mu_);
       if (generation_ == gen) progress_[worker] = p;
-    } else if (f->type == kResult && last) {
+    } else if (f->type == kResult) {
+      // From the last stage; from another, only the empty result of a forward that ended there.
       ResultMsg r;
       Status s = DecodeResult(f->payload, limits_, r);
+      if (s.ok() && !last && !r.seqs.empty()) s = DataLoss("a result with outputs from a stage before the last");
       if (!s.ok()) {
         Fail(gen, who + ": " + s.message(), worker);
         return;
@@ -345,13 +353,18 @@ Result<ResultMsg> RemoteChain::Wait(uint64_t id) {
 }
 
 Status RemoteChain::Release(std::span<const int32_t> seqs) {
+  for (auto& stage : kept_) {
+    for (int32_t s : seqs) stage.erase(s);
+  }
   transport::Encoder e;
   e.Put<uint32_t>(static_cast<uint32_t>(seqs.size()));
   for (int32_t s : seqs) e.Put<int32_t>(s);
   std::vector<std::shared_ptr<transport::Connection>> conns;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.empty()) return Status::Ok();  // nothing left to free
+    // A ring that is down frees nothing now: the next Build's Configure says what each worker
+    // kept, and the sequences that ended meanwhile are released then (Pipeline::Recover).
+    if (!broken_.empty()) return Status::Ok();
     conns = conns_;
   }
   for (auto& c : conns) DAISY_RETURN_IF_ERROR(c->Send(kRelease, e.bytes()));

@@ -62,8 +62,12 @@ class RemoteChain {
   bool broken();
   // Why the ring is down ("" while it is up).
   std::string why_broken();
-  // Drops every link and builds the ring again (a restarted worker is picked up).
+  // Drops every link and builds the ring again (a restarted worker is picked up). A worker
+  // that is still the one configured last keeps its KV cache: kept() says what it holds.
   Status Reconnect();
+  // Per worker, since the ring was last built: the sequences whose KV it kept, with their
+  // lengths (empty for a worker that started afresh).
+  const std::vector<std::map<int32_t, int32_t>>& kept() const { return kept_; }
   const std::vector<shard::ShardInfo>& shards() const { return infos_; }
   uint64_t wire_bytes_sent() const { return bytes_sent_; }
   // Per worker, the sequences holding KV there as its last pong said (-1: no pong yet, or the
@@ -74,7 +78,8 @@ class RemoteChain {
 
  private:
   explicit RemoteChain(RemoteOptions o, std::vector<shard::ShardInfo> local)
-      : o_(std::move(o)), local_(std::move(local)), failures_(o_.workers.size(), 0) {}
+      : o_(std::move(o)), local_(std::move(local)), failures_(o_.workers.size(), 0),
+        configured_(o_.workers.size(), 0), kept_(o_.workers.size()) {}
   Status Build();
   void Close();
   void ReadLoop(size_t worker, std::shared_ptr<transport::Connection> conn, uint64_t generation);
@@ -106,6 +111,8 @@ class RemoteChain {
   std::map<uint64_t, std::chrono::steady_clock::time_point> sent_;  // forwards awaiting results
   std::vector<Pong> progress_;  // per worker, its last pong
   std::vector<uint64_t> failures_;  // per worker, ring failures its link caused
+  std::vector<uint64_t> configured_;  // per stage, the session its worker last confirmed (0: none)
+  std::vector<std::map<int32_t, int32_t>> kept_;  // per stage, what its worker kept (Build)
   std::thread pinger_;
   uint64_t bytes_sent_ = 0;
 };

@@ -1,10 +1,15 @@
 #include "pipeline/worker.h"
 
+#include <future>
+
 #include "base/log.h"
+#include "base/strings.h"
 
 namespace daisy::pipeline {
 namespace {
 constexpr transport::Millis kNextHopDeadline(10000);
+// A Configure waits this long for the compute thread to finish the forward it is computing.
+constexpr std::chrono::seconds kConfigureWait(60);
 }  // namespace
 
 struct Worker::Conn {
@@ -16,13 +21,15 @@ struct Worker::Conn {
 };
 
 struct Worker::Task {
-  enum Kind { kForward, kRelease, kReset } kind = kForward;
+  enum Kind { kForward, kRelease, kReset, kFree } kind = kForward;
   uint64_t session = 0;
   ForwardHeader header;
   std::vector<uint8_t> payload;  // the forward frame (activations inside)
   size_t act_offset = 0, act_bytes = 0;
   std::vector<int32_t> seqs;     // kRelease
   Configure config;              // kReset
+  // kReset: what the stage kept (a resumed session), for the Configured answer.
+  std::shared_ptr<std::promise<Configured>> kept;
 };
 
 Worker::Worker(shard::Shard shard, WorkerOptions options)
@@ -156,12 +163,13 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
     case kConfigure: {
       Configure cfg;
       DAISY_RETURN_IF_ERROR(DecodeConfigure(f.payload, cfg));
-      Status s = HandleConfigure(c, cfg);
+      Configured kept;
+      Status s = HandleConfigure(c, cfg, kept);
       if (!s.ok()) {
         DAISY_LOG_WARN("worker: configure from %s failed: %s", c->conn->peer().c_str(), s.message().c_str());
         return c->conn->Send(kError, EncodeError(0, s.message()));
       }
-      return c->conn->Send(kConfigured, std::span<const uint8_t>{});
+      return c->conn->Send(kConfigured, EncodeConfigured(kept));
     }
     case kJoin: {
       transport::Decoder d(f.payload, "join");
@@ -230,7 +238,7 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
   }
 }
 
-Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& cfg) {
+Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& cfg, Configured& kept) {
   if (cfg.session == 0) return InvalidArgument("session 0 is reserved");
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -255,7 +263,7 @@ Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& 
     join.Put<uint64_t>(cfg.session);
     DAISY_RETURN_IF_ERROR(down->Send(kJoin, join.bytes()));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) return Unavailable("stopping");
   session_ = cfg.session;
   config_ = cfg;
@@ -267,12 +275,26 @@ Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& 
   reset.kind = Task::kReset;
   reset.session = cfg.session;
   reset.config = cfg;
+  reset.kept = std::make_shared<std::promise<Configured>>();
+  std::future<Configured> answer = reset.kept->get_future();
   tasks_.push_back(std::move(reset));
   tasks_cv_.notify_one();
   if (down) SpawnLocked([this, down, s = cfg.session] { WatchDownstream(down, s); });
-  DAISY_LOG_INFO("worker: session %llx: %s -> %s (%s wire)", static_cast<unsigned long long>(cfg.session),
-                 c->conn->peer().c_str(), last ? "coordinator" : cfg.next_hop.c_str(),
-                 WireTypeName(cfg.wire));
+  lock.unlock();
+  // The compute thread takes the reset after the forward it may be computing: what it keeps
+  // includes that forward's rows.
+  if (answer.wait_for(kConfigureWait) != std::future_status::ready) {
+    return DeadlineExceeded("the stage did not finish its forward within %lld s",
+                            static_cast<long long>(kConfigureWait.count()));
+  }
+  try {
+    kept = answer.get();
+  } catch (const std::future_error&) {
+    return Unavailable("stopping");
+  }
+  DAISY_LOG_INFO("worker: session %llx: %s -> %s (%s wire)%s", static_cast<unsigned long long>(cfg.session),
+                 c->conn->peer().c_str(), last ? "coordinator" : cfg.next_hop.c_str(), WireTypeName(cfg.wire),
+                 cfg.resume == 0 ? "" : StrFormat(", resuming with %zu sequences kept", kept.kept.size()).c_str());
   return Status::Ok();
 }
 
@@ -300,12 +322,11 @@ void Worker::EndSession(uint64_t session, const std::string& why) {
   if (downstream_) downstream_->Shutdown();
   downstream_.reset();
   coordinator_.reset();
+  // The KV cache stays for a while: the coordinator may resume this session (a cut link, a
+  // neighbour restarted) and re-read only what was lost.
+  ended_session_ = session_;
+  ended_at_ = std::chrono::steady_clock::now();
   session_ = 0;
-  Task reset;  // free the KV cache now
-  reset.kind = Task::kReset;
-  reset.config = config_;
-  reset.config.max_seqs = reset.config.max_rows = reset.config.seq_capacity = 1;
-  tasks_.push_back(std::move(reset));
   tasks_cv_.notify_one();
 }
 
@@ -334,7 +355,17 @@ void Worker::SendLoop() {
     }
     const std::span<const uint8_t> pieces[2] = {o.a, o.b};
     Status s = o.to->Send(o.type, pieces);
-    if (!s.ok()) EndSession(o.session, "cannot send to " + o.to->peer() + ": " + s.message());
+    if (!s.ok()) {
+      // The next stage gone shows here first when a forward was on its way to it: say so, so the
+      // coordinator puts the failure down to that stage, not to this one.
+      bool next;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        next = o.to == downstream_;
+      }
+      EndSession(o.session, (next ? std::string(kNextStageLost) : std::string("cannot send to ")) + o.to->peer() +
+                                (next ? " cannot be sent to: " : ": ") + s.message());
+    }
   }
 }
 
@@ -346,23 +377,55 @@ void Worker::ComputeLoop() {
     WireType wire;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      tasks_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-      if (stopping_) return;
+      while (!stopping_ && tasks_.empty()) {
+        if (session_ != 0 || ended_session_ == 0) {
+          tasks_cv_.wait(lock);
+        } else if (std::chrono::steady_clock::now() < ended_at_ + options_.keep_ended_session) {
+          tasks_cv_.wait_until(lock, ended_at_ + options_.keep_ended_session);  // an ended session's KV awaits a resume
+        } else {
+          DAISY_LOG_INFO("worker: session %llx was not resumed; freeing its KV cache",
+                         static_cast<unsigned long long>(ended_session_));
+          ended_session_ = 0;
+          Task free;
+          free.kind = Task::kFree;
+          tasks_.push_back(std::move(free));
+        }
+      }
+      if (stopping_) {
+        tasks_.clear();  // a Configure waiting for its reset gets a broken promise, at once
+        return;
+      }
       t = std::move(tasks_.front());
       tasks_.pop_front();
-      if (t.kind != Task::kReset && t.session != session_) continue;  // a stale session's work
+      if (t.kind == Task::kReset) ended_session_ = 0;
+      const bool stale = (t.kind == Task::kForward || t.kind == Task::kRelease) && t.session != session_;
+      if (stale) continue;  // a stale session's work
       if (coordinator_) coordinator = coordinator_->conn;
       downstream = downstream_;
       wire = config_.wire;
     }
-    if (t.kind == Task::kReset) {
+    if (t.kind == Task::kReset || t.kind == Task::kFree) {
+      Configure c = t.config;
+      if (t.kind == Task::kFree) c.max_rows = c.max_seqs = c.seq_capacity = 1;  // a minimal stage, no KV
       const runtime::StageOptions o = StageOptionsFor(
-          shard_.info, {.max_batch_rows = t.config.max_rows, .seq_capacity = t.config.seq_capacity,
-                        .max_seqs = t.config.max_seqs, .kv_budget_bytes = options_.kv_budget_bytes,
-                        .rope_context = t.config.rope_context});
-      stage_.reset();
-      stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
-      held_ = 0;
+          shard_.info, {.max_batch_rows = c.max_rows, .seq_capacity = c.seq_capacity, .max_seqs = c.max_seqs,
+                        .kv_budget_bytes = options_.kv_budget_bytes, .rope_context = c.rope_context});
+      Configured kept;
+      // A resumed session keeps the KV of the one it continues if the stage is the same shape.
+      const bool keep = t.kind == Task::kReset && c.resume != 0 && c.resume == stage_session_ && stage_ != nullptr &&
+                        stage_options_.max_batch_rows == o.max_batch_rows &&
+                        stage_options_.seq_capacity == o.seq_capacity && stage_options_.max_seqs == o.max_seqs &&
+                        stage_options_.rope_context == o.rope_context;
+      if (keep) {
+        kept.kept = stage_->stage().kv().Lengths();
+      } else {
+        stage_.reset();
+        stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
+        stage_options_ = o;
+      }
+      stage_session_ = t.kind == Task::kReset ? t.session : 0;
+      held_ = stage_->stage().kv().n_sequences();
+      if (t.kept) t.kept->set_value(std::move(kept));
       continue;
     }
     if (t.kind == Task::kRelease) {
@@ -390,6 +453,11 @@ void Worker::ComputeLoop() {
     }
     if (shard_.info.head()) {
       if (coordinator) Send(coordinator, kResult, EncodeResult(result), {}, t.session);
+    } else if (h.last_stage == shard_.info.stage) {
+      // The forward ends here (a resume filling the KV up to this stage): say it is done.
+      ResultMsg done;
+      done.id = h.id;
+      if (coordinator) Send(coordinator, kResult, EncodeResult(done), {}, t.session);
     } else if (downstream) {
       // The header goes on as it came (the routing, and the last stage's requests unread), but
       // for its wire type byte (offset 8), which says what this link carries.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -31,6 +32,9 @@ struct WorkerOptions {
   int threads = 0;                           // compute threads (0: all cores)
   size_t kv_budget_bytes = 0;                // 0: no budget beyond the sequence limits
   const kernels::KernelTable* kernels = nullptr;  // null: the best for this CPU
+  // A session that ended (its coordinator or a neighbour gone) leaves its KV cache this long
+  // for the coordinator to resume it (Configure::resume), then it is freed.
+  std::chrono::milliseconds keep_ended_session{std::chrono::minutes(10)};
 };
 
 class Worker {
@@ -53,7 +57,7 @@ class Worker {
   void AcceptLoop();
   void Serve(std::shared_ptr<Conn> c);
   Status Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f);
-  Status HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& cfg);
+  Status HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& cfg, Configured& kept);
   void WatchDownstream(std::shared_ptr<transport::Connection> down, uint64_t session);
   void EndSession(uint64_t session, const std::string& why);
   void ComputeLoop();
@@ -68,6 +72,8 @@ class Worker {
   const kernels::KernelTable* kernels_;
   std::unique_ptr<runtime::ThreadPool> pool_;
   std::unique_ptr<LocalStage> stage_;  // compute thread only
+  runtime::StageOptions stage_options_;  // compute thread only: stage_'s
+  uint64_t stage_session_ = 0;           // compute thread only: the session stage_'s KV belongs to
   // The last forward the compute thread finished, and the one it is computing (0: none): what
   // a Pong reports.
   std::atomic<uint64_t> done_{0}, busy_{0};
@@ -78,6 +84,9 @@ class Worker {
   std::mutex mu_;  // guards everything below
   bool stopping_ = false;
   uint64_t session_ = 0;  // 0: none
+  // The session that ended last, while its KV cache is kept for a resume (0: none), and when.
+  uint64_t ended_session_ = 0;
+  std::chrono::steady_clock::time_point ended_at_;
   Configure config_;
   std::shared_ptr<Conn> coordinator_;
   std::shared_ptr<transport::Connection> downstream_;

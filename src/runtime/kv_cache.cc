@@ -1,10 +1,9 @@
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "base/strings.h"
-
-
-#include <algorithm>
 
 namespace daisy::runtime {
 
@@ -100,6 +99,14 @@ Status KvCache::Truncate(int32_t seq, int32_t length) {
 }
 
 void KvCache::Release(int32_t seq) { seqs_.erase(seq); }
+
+std::vector<std::pair<int32_t, int32_t>> KvCache::Lengths() const {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  out.reserve(seqs_.size());
+  for (const auto& [seq, s] : seqs_) out.emplace_back(seq, s.length);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 int32_t KvCache::Length(int32_t seq) const {
   auto it = seqs_.find(seq);

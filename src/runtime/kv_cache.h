@@ -66,6 +66,8 @@ class KvCache {
   size_t bytes_per_sequence() const { return bytes_per_sequence_; }
   size_t bytes_allocated() const { return seqs_.size() * bytes_per_sequence(); }
   size_t n_sequences() const { return seqs_.size(); }
+  // Every sequence held, with its length, by sequence id.
+  std::vector<std::pair<int32_t, int32_t>> Lengths() const;
   const KvCacheOptions& options() const { return options_; }
 
  private:

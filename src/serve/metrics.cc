@@ -104,6 +104,15 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
   for (size_t i = 0; i < m.stage_failures.size(); ++i) {
     failed += sample("daisy_stage_failures_total", static_cast<double>(m.stage_failures[i]), StrFormat("{stage=\"%zu\"}", i));
   }
+  std::string refilled;
+  for (size_t i = 0; i < m.stage_refilled_tokens.size(); ++i) {
+    refilled += sample("daisy_stage_refilled_tokens_total", static_cast<double>(m.stage_refilled_tokens[i]),
+                       StrFormat("{stage=\"%zu\"}", i));
+  }
+  metric("daisy_stage_refilled_tokens_total", "counter",
+         "Tokens each stage read again to rebuild the KV it lost (only the stages up to the last that lost it read "
+         "more than one per request).",
+         refilled);
   metric("daisy_stage_failures_total", "counter",
          "Times the workers' ring went down because of this stage's worker (lost, silent, a bad frame).", failed);
   metric("daisy_stage_sequences", "gauge",

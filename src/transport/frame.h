@@ -20,8 +20,9 @@ namespace daisy::transport {
 
 inline constexpr uint32_t kMagic = 0x31595344;  // "DSY1"
 // 2: forwards carry the output requests as one section; ping/pong. 3: configure carries the
-// RoPE context (LongRoPE's factor choice). 4: pongs say how many sequences hold KV.
-inline constexpr uint16_t kProtocolVersion = 4;
+// RoPE context (LongRoPE's factor choice). 4: pongs say how many sequences hold KV. 5: a resumed
+// session keeps the workers' KV (Configure/Configured), and a forward may end before the last stage.
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kHeaderBytes = 12;
 
 struct Frame {

@@ -221,7 +221,7 @@ test("malformed and oversized frames close that connection; the worker keeps ser
   compile(model, out, ["--stages", "2"]);
   const ws = await startWorkers(out, 2);
   try {
-    const header = (type, len, version = 4) => {
+    const header = (type, len, version = 5) => {
       const b = Buffer.alloc(12);
       b.write("DSY1", 0, "latin1");
       b.writeUInt16LE(version, 4);
@@ -242,7 +242,7 @@ test("malformed and oversized frames close that connection; the worker keeps ser
     assert.match(ws[0].stderr(), /not a daisy frame/);
     assert.match(ws[0].stderr(), /exceeds the limit/);
     assert.match(ws[0].stderr(), /unexpected frame type 999/);
-    assert.match(ws[0].stderr(), /protocol version 1, this daisy speaks 4/);
+    assert.match(ws[0].stderr(), /protocol version 1, this daisy speaks 5/);
   } finally {
     stop(ws);
   }

@@ -2,7 +2,9 @@
 // loopback, and a 4-stage one) with 4 concurrent streamed users; a worker is SIGKILLed (and restarted on its port)
 // or SIGSTOPped (and continued), mid-prefill and mid-decode, the first and the last worker, with
 // and without speculative decoding. Every request completes, and its text equals the
-// uninterrupted run's; /metrics counts the failure, the resume and the tokens read again. With
+// uninterrupted run's; /metrics counts the failure, the resume and the tokens each stage read
+// again: only the stages up to the one that lost its KV read the history, the others (every
+// stage, when a stopped worker comes back) the last token of each request. With
 // no worker back within --resume-wait, the requests fail naming the reason. Runs the binary
 // named by $DAISY.
 import assert from "node:assert/strict";
@@ -70,12 +72,16 @@ test("the uninterrupted run", async () => {
 });
 
 // Runs the 5 requests (4 short prompts, one long one) while `fault` strikes; checks the texts.
-async function survive(name, extra, fault, {immediately = false, failedStage = null} = {}) {
+// `lost`: the stage whose KV the fault destroys (a killed worker), or "none" (a stopped worker
+// or a cut link keeps it): only the stages up to it read the history again; every other stage
+// reads one token per resumed request (the last, for the next token), give or take the rows
+// of prompt chunks that were in flight.
+async function survive(name, extra, fault, {immediately = false, failedStage = null, strikeAfter = 0, lost = null} = {}) {
   const {s, ws} = await cluster(extra);
   const seen = new Array(5).fill(0);
   let struck = null;
   const strike = () => {
-    if (struck === null) struck = fault(ws, seen);
+    if (struck === null && seen.slice(0, 4).some((n) => n >= strikeAfter)) struck = fault(ws, seen);
   };
   const runs = [...PROMPTS.map((p, i) => stream(s.client, s.ready.model, p, 120, (t) => {
     seen[i] = t.length;
@@ -91,6 +97,19 @@ async function survive(name, extra, fault, {immediately = false, failedStage = n
   assert.ok(value("daisy_resumes_total") >= 1, metrics);
   assert.ok(value("daisy_refilled_tokens_total") > 0, metrics);
   assert.ok(value("daisy_paused_seconds_total") > 0, metrics);
+  if (lost !== null) {
+    const read = [];
+    for (let i = 0; i < stages; i++) read.push(value(`daisy_stage_refilled_tokens_total\\{stage="${i}"\\}`));
+    const little = 5 * value("daisy_resumes_total") + 48;
+    for (let i = 0; i < stages; i++) {
+      if (lost !== "none" && i <= lost) {
+        assert.equal(read[i], read[lost], `${name}: stage ${i} reads what stage ${lost} lost: ${read}`);
+        assert.ok(read[i] > little, `${name}: stage ${i} lost a history: ${read}`);
+      } else {
+        assert.ok(read[i] <= little, `${name}: stage ${i} kept its KV, so reads little again: ${read}`);
+      }
+    }
+  }
   if (failedStage !== null) {
     // The failure is put down to the stage whose worker was lost.
     assert.ok(value(`daisy_stage_failures_total\\{stage="${failedStage}"\\}`) >= 1, metrics);
@@ -108,11 +127,11 @@ const killAndRestart = (i, delay = 300) => async (ws) => {
 };
 
 test("SIGKILL of the last worker mid-decode: every request completes exactly", async () => {
-  await survive("last worker killed", [], killAndRestart(1), {failedStage: 2});
+  await survive("last worker killed", [], killAndRestart(1), {failedStage: 2, strikeAfter: 80, lost: 2});
 });
 
 test("SIGKILL of the middle worker mid-decode, with speculative decoding: every request completes exactly", async () => {
-  await survive("middle worker killed, lookup", ["--lookup"], killAndRestart(0));
+  await survive("middle worker killed, lookup", ["--lookup"], killAndRestart(0), {failedStage: 1, strikeAfter: 80, lost: 1});
 });
 
 test("SIGSTOP of a worker past --peer-timeout, then SIGCONT: every request completes exactly", async () => {
@@ -120,7 +139,7 @@ test("SIGSTOP of a worker past --peer-timeout, then SIGCONT: every request compl
     ws[0].proc.kill("SIGSTOP");
     await new Promise((r) => setTimeout(r, 3000));
     ws[0].proc.kill("SIGCONT");
-  }, {failedStage: 1});
+  }, {failedStage: 1, strikeAfter: 80, lost: "none"});
 });
 
 test("SIGSTOP of the last worker past --peer-timeout, with speculative decoding: every request completes exactly", async () => {
@@ -128,13 +147,13 @@ test("SIGSTOP of the last worker past --peer-timeout, with speculative decoding:
     ws[1].proc.kill("SIGSTOP");
     await new Promise((r) => setTimeout(r, 3000));
     ws[1].proc.kill("SIGCONT");
-  }, {failedStage: 2});
+  }, {failedStage: 2, strikeAfter: 80, lost: "none"});
 });
 
 test("4 stages, SIGKILL of the middle worker (stage 2): every request completes exactly", async () => {
   stages = 4;
   try {
-    await survive("middle of 4 killed", [], killAndRestart(1), {failedStage: 2});
+    await survive("middle of 4 killed", [], killAndRestart(1), {failedStage: 2, strikeAfter: 80, lost: 2});
   } finally {
     stages = 3;
   }
