@@ -113,13 +113,16 @@ std::vector<size_t> SeqDecoder::Restart(std::span<const int32_t> held, int32_t m
   // Walk the plan the chunks will follow: each position goes through the stages up to the last
   // that lacks it. A stage that holds more than a chunk's start rewinds to it, which a
   // sliding-window layer allows only so far back: past that, everything is read from the start.
+  // Counted as read again: the rows sent before the failure (a prompt's rows never sent are a
+  // first read).
+  const int32_t sent = prompt_done() ? n : static_cast<int32_t>(prefilled_);
   std::vector<size_t> read(stages, 0);
   std::vector<int32_t> length(held.begin(), held.end());
   bool rewinds_ok = true;
   const auto run = [&](size_t last, int32_t p, int32_t end) {
     for (size_t i = 0; i <= last; ++i) {
       if (p > 0 && length[i] - p > max_rewind) rewinds_ok = false;
-      read[i] += static_cast<size_t>(end - p);
+      read[i] += static_cast<size_t>(std::max(0, std::min(end, sent) - p));
       length[i] = end;
     }
   };
@@ -132,7 +135,7 @@ std::vector<size_t> SeqDecoder::Restart(std::span<const int32_t> held, int32_t m
   if (stages > 0) run(stages - 1, p, n);  // the rest (at least the last token) through every stage
   if (!rewinds_ok) {
     kept_.assign(stages, 0);
-    read.assign(stages, static_cast<size_t>(n));
+    read.assign(stages, static_cast<size_t>(sent));
   }
   prefill_size_ = history_.size();
   prefilled_ = rewinds_ok ? static_cast<size_t>(from) : 0;

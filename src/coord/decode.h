@@ -70,7 +70,8 @@ class SeqDecoder {
   // exactly as the interrupted step would (same position, same draw). Drafts in flight are
   // dropped. If a stage would have to rewind more than `max_rewind` positions on the way (a
   // sliding-window layer may not keep them), every stage reads from the start. Returns per stage
-  // the tokens it reads again.
+  // the tokens it reads again (rows it was sent before: a prompt's rows never sent yet are not
+  // counted).
   std::vector<size_t> Restart(std::span<const int32_t> held, int32_t max_rewind);
   // The stage the next prompt chunk ends at: the last that lacks part of the history after a
   // Restart (-1: every stage; that chunk may be batched with anything else).

@@ -108,8 +108,14 @@ TEST(Restart, MidPromptOnlyWhatWasSentCounts) {
   // The last stage says it holds 30 positions: more than was ever sent of this sequence, so
   // only 8 of them can be this prompt's.
   const std::vector<int32_t> held = {8, 8, 30};
-  EXPECT_EQ(s.Restart(held, 100), (std::vector<size_t>{12, 12, 12}));
+  EXPECT_EQ(s.Restart(held, 100), (std::vector<size_t>{0, 0, 0}));  // the rest was never sent: no re-read
   EXPECT_EQ(Drain(s, 16), (std::vector<Sent>{{8, 12, -1, OutputKind::kArgmax}}));
+  // A stage that lost the 8 rows sent reads them again, and only it (and those before it).
+  SeqDecoder t(3, Prompt(20), {}, 100, nullptr);
+  t.AddPromptRows(h, tokens, 8);
+  const std::vector<int32_t> lost = {8, 0, 8};
+  EXPECT_EQ(t.Restart(lost, 100), (std::vector<size_t>{8, 8, 0}));
+  EXPECT_EQ(Drain(t, 16), (std::vector<Sent>{{0, 8, 1, OutputKind::kNone}, {8, 12, -1, OutputKind::kArgmax}}));
 }
 
 }  // namespace

@@ -386,9 +386,9 @@ void Worker::ComputeLoop() {
           DAISY_LOG_INFO("worker: session %llx was not resumed; freeing its KV cache",
                          static_cast<unsigned long long>(ended_session_));
           ended_session_ = 0;
-          Task free;
-          free.kind = Task::kFree;
-          tasks_.push_back(std::move(free));
+          Task release_all;
+          release_all.kind = Task::kFree;
+          tasks_.push_back(std::move(release_all));
         }
       }
       if (stopping_) {
