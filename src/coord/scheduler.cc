@@ -408,6 +408,14 @@ void Scheduler::Fail(const Status& why) {
     std::fill(group_busy_.begin(), group_busy_.end(), false);
     if (!broken_) {
       pause_started_ = Clock::now();
+      // The stages whose workers broke the ring this time: their failure counts went up.
+      const std::vector<uint64_t> failures = pipe_.stage_failures();
+      failures_seen_.resize(failures.size(), 0);
+      pause_stages_.clear();
+      for (size_t i = 0; i < failures.size(); ++i) {
+        if (failures[i] > failures_seen_[i]) pause_stages_.push_back(i);
+      }
+      failures_seen_ = failures;
       DAISY_LOG_WARN("serve: %s; holding %d requests for up to %g s while the pipeline is rebuilt",
                      why.message().c_str(), kept, o_.resume_wait);
     }
@@ -483,6 +491,13 @@ void Scheduler::Loop() {
           metrics_.stage_refilled_tokens.resize(per_stage.size(), 0);
           for (size_t i = 0; i < per_stage.size(); ++i) metrics_.stage_refilled_tokens[i] += per_stage[i];
           metrics_.paused_seconds += paused;
+          metrics_.stage_resumes.resize(per_stage.size(), 0);
+          metrics_.stage_paused_seconds.resize(per_stage.size(), 0);
+          for (size_t i : pause_stages_) {
+            if (i >= per_stage.size()) continue;
+            ++metrics_.stage_resumes[i];
+            metrics_.stage_paused_seconds[i] += paused;
+          }
         } else {
           DAISY_LOG_INFO("serve: the pipeline is back");
         }
@@ -502,8 +517,13 @@ void Scheduler::Loop() {
         }
         active_.clear();
         if (resuming) {
+          const double paused = Since(pause_started_);
           std::lock_guard lock(mu_);
-          metrics_.paused_seconds += Since(pause_started_);
+          metrics_.paused_seconds += paused;
+          metrics_.stage_paused_seconds.resize(static_cast<size_t>(pipe_.n_stages()), 0);
+          for (size_t i : pause_stages_) {
+            if (i < metrics_.stage_paused_seconds.size()) metrics_.stage_paused_seconds[i] += paused;
+          }
         }
       }
     }

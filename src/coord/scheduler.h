@@ -176,6 +176,9 @@ struct SchedulerMetrics {
   std::vector<int64_t> stage_sequences;
   std::vector<uint64_t> stage_failures;  // per stage, ring failures its worker caused
   std::vector<uint64_t> stage_refilled_tokens;  // per stage, tokens read again on resumes
+  // Per stage, the resumes after, and the seconds paused by, failures of its worker.
+  std::vector<uint64_t> stage_resumes;
+  std::vector<double> stage_paused_seconds;
 };
 
 class Scheduler {
@@ -227,6 +230,8 @@ class Scheduler {
   int32_t next_seq_ = 0;
   bool broken_ = false;
   Clock::time_point pause_started_;  // when the ring went down (resume)
+  std::vector<uint64_t> failures_seen_;  // per stage, its failures as of the last pause
+  std::vector<size_t> pause_stages_;     // the stages whose workers caused the current pause
   Status last_failure_;              // why
   // The controller of the sequence that verified last: a new sequence starts from what it
   // learned about the pipeline (verify time per K, drafting time) and the drafts (K, acceptance).

@@ -113,6 +113,16 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
          "Tokens each stage read again to rebuild the KV it lost (only the stages up to the last that lost it read "
          "more than one per request).",
          refilled);
+  std::string stage_resumes, stage_paused;
+  for (size_t i = 0; i < m.stage_resumes.size(); ++i) {
+    stage_resumes += sample("daisy_stage_resumes_total", static_cast<double>(m.stage_resumes[i]), StrFormat("{stage=\"%zu\"}", i));
+  }
+  for (size_t i = 0; i < m.stage_paused_seconds.size(); ++i) {
+    stage_paused += sample("daisy_stage_paused_seconds_total", m.stage_paused_seconds[i], StrFormat("{stage=\"%zu\"}", i));
+  }
+  metric("daisy_stage_resumes_total", "counter", "Resumes after a failure of this stage's worker.", stage_resumes);
+  metric("daisy_stage_paused_seconds_total", "counter", "Time requests waited for the ring after failures of this stage's worker.",
+         stage_paused);
   metric("daisy_stage_failures_total", "counter",
          "Times the workers' ring went down because of this stage's worker (lost, silent, a bad frame).", failed);
   metric("daisy_stage_sequences", "gauge",

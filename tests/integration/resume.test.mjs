@@ -114,6 +114,10 @@ async function survive(name, extra, fault, {immediately = false, failedStage = n
     // The failure is put down to the stage whose worker was lost.
     assert.ok(value(`daisy_stage_failures_total\\{stage="${failedStage}"\\}`) >= 1, metrics);
     assert.equal(value('daisy_stage_failures_total\\{stage="0"\\}'), 0, metrics);
+    // The resume and the pause are put down to it too.
+    assert.ok(value(`daisy_stage_resumes_total\\{stage="${failedStage}"\\}`) >= 1, metrics);
+    assert.ok(value(`daisy_stage_paused_seconds_total\\{stage="${failedStage}"\\}`) > 0, metrics);
+    assert.equal(value('daisy_stage_paused_seconds_total\\{stage="0"\\}'), 0, metrics);
   }
   for (const p of [s, ...ws]) p.proc.kill("SIGTERM");
 }
