@@ -22,6 +22,9 @@
 // per pair and place (one node, each delay), made by one unmeasured run on a prompt outside the
 // measured ones before the first round and updated by every run of the mode after: a user who
 // has run the pair there before.
+// --pair TARGET.gguf,DRAFT.gguf --texts FILE: a real pair (models/kjv) instead of generated ones
+// (--scales is ignored), its prompts the first 24 words of the lines of FILE (text, with BOS).
+// Prompt lookup then runs on the same texts.
 import fs from "node:fs";
 import path from "node:path";
 import {daisyBinary, parseArgs} from "../tests/parity/lib.mjs";
@@ -48,15 +51,22 @@ const log = (...a) => console.error("[bench]", ...a);
 const {daisy, background} = daisyRunner(bin);
 const ab = args.ab ? daisyRunner(String(args.ab)) : null;
 
-const prompts = benchPrompts(nPrompts);
+const pair = typeof args.pair === "string" ? args.pair.split(",") : null;
+// A prompt is ["--ids", ids] or, for a real pair, ["-p", text].
+const texts = typeof args.texts === "string"
+  ? fs.readFileSync(String(args.texts), "utf8").split("\n").filter((l) => l.trim()).map((l) => l.split(" ").slice(0, 24).join(" "))
+  : null;
+const promptArgs = (i) => texts ? ["-p", texts[i % texts.length]] : ["--ids", benchPrompts(i + 1)[i]];
+const prompts = Array.from({length: nPrompts}, (_, i) => promptArgs(i));
 const prompt = prompts[0];
 // Repetitive ids for prompt lookup: a 12-token pattern four times.
 const repetitive = Array.from({length: 48}, (_, i) => ((i % 12) * 7919) % 120000 + 10).join(",");
 
 async function benchPair(scale) {
-  const target = path.join(dir, `${shape}-spec-${scale}.gguf`), draft = path.join(dir, `${shape}-spec-draft${draftLayers}.gguf`);
-  const shards = path.join(dir, `${shape}-spec-${scale}-s2`);
-  if (!fs.existsSync(target) || !fs.existsSync(draft)) {
+  const target = pair ? pair[0] : path.join(dir, `${shape}-spec-${scale}.gguf`);
+  const draft = pair ? pair[1] : path.join(dir, `${shape}-spec-draft${draftLayers}.gguf`);
+  const shards = pair ? path.join(dir, `${path.basename(target, ".gguf")}-s2`) : path.join(dir, `${shape}-spec-${scale}-s2`);
+  if (!pair && (!fs.existsSync(target) || !fs.existsSync(draft))) {
     log(`generating ${target} and ${draft}`);
     daisy(["gen-model", "--shape", SHAPES[shape], "--type", "q4_0", "--seed", "3", "-o", target, "--draft-output", draft,
            "--draft-layers", draftLayers, "--extra-scale", scale, "--json"]);
@@ -85,14 +95,14 @@ async function benchPair(scale) {
   const runs = {};
   const runOnce = (w, m, ids = prompt) =>
     (m.endsWith("@ab") ? ab.daisy : daisy)(["run", ...where[w], ...modes[m], ...(m.endsWith("+profile") ? ["--spec-profile", profileOf(w)] : []),
-                                             "--ids", ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
+                                             ...ids, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
   for (const w of Object.keys(where)) {
     runs[w] = {};
     for (const m of Object.keys(modes)) runs[w][m] = {tok_s: [], seconds: 0, acceptance: [], tokens_per_forward: [], k_chosen: []};
     runOnce(w, "plain");  // warm-up
     if (withProfile) {
       fs.rmSync(profileOf(w), {force: true});
-      runOnce(w, "adaptive+profile", benchPrompts(nPrompts + 1)[nPrompts]);
+      runOnce(w, "adaptive+profile", promptArgs(nPrompts));
     }
   }
   for (let r = 0; r < (withDraft ? rounds : 0); r++) {
@@ -119,7 +129,8 @@ async function benchPair(scale) {
   for (const w of withLookup ? Object.keys(where) : []) {
     const plain = [], look = [];
     let last = null;
-    const one = (spec) => daisy(["run", ...where[w], ...spec, "--ids", repetitive, "-n", String(genLen), "--ignore-eos", "--json", "-t", "1"], 0);
+    const one = (spec) => daisy(["run", ...where[w], ...spec, ...(texts ? prompt : ["--ids", repetitive]), "-n", String(genLen),
+                                 "--ignore-eos", "--json", "-t", "1"], 0);
     for (let r = 0; r < rounds; r++) {
       for (const m of r % 2 === 0 ? ["plain", "lookup"] : ["lookup", "plain"]) {
         if (m === "plain") {
@@ -151,10 +162,10 @@ async function benchPair(scale) {
       }
     }
   }
-  return {extra_scale: Number(scale), draft_layers: Number(draftLayers), results: summary, lookup};
+  return {extra_scale: pair ? null : Number(scale), draft_layers: pair ? null : Number(draftLayers), results: summary, lookup};
 }
 
 const out = [];
-for (const s of scales) out.push(await benchPair(s));
-console.log(JSON.stringify({bench: "speculative", shape: SHAPES[shape], rounds, prompts: nPrompts, gen: genLen, delays_ms: delays, pairs: out}));
+for (const s of pair ? ["real"] : scales) out.push(await benchPair(s));
+console.log(JSON.stringify({bench: "speculative", shape: pair ? pair.join(",") : SHAPES[shape], rounds, prompts: nPrompts, gen: genLen, delays_ms: delays, pairs: out}));
 process.exit(0);

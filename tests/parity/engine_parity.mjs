@@ -162,19 +162,50 @@ if (!mixes.length && !families.length) configs.push({name: "scalar-gqa4-q4_0", t
 if (!mixes.length && !families.length) configs.push({name: "scalar-gqa4-f16", type: "f16", kernels: "scalar", gen: ["--shape", "small", "--d-model", "256", "--heads", "8", "--kv-heads", "2", "--layers", "2"]});
 if (!mixes.length && !families.length) configs.push({name: "llama3-vocab-q4_0", type: "q4_0", gen: ["--shape", "small", "--layers", "2", "--rope-scaling", "on", "--tokenizer", tokenizerJson("llama3")]});
 
+// --kjv DIR: the trained models (tools/kjv/train.py; models/kjv): the target and the draft in F16
+// as committed, and the target quantised by daisy quantize to q8_0 and q4_k_m; the tokens are
+// real text (the held-out chapters), tokenized by daisy and checked against llama.cpp's.
+const kjv = typeof args.kjv === "string" ? args.kjv : null;
+if (kjv) {
+  configs.splice(0, configs.length);
+  for (const name of ["target", "draft"]) {
+    configs.push({name: `kjv-${name}-f16`, type: "f16", file: path.join(kjv, `kjv-${name}-f16.gguf`), keep: true});
+  }
+  for (const type of ["q8_0", "q4_k_m"]) {
+    const file = path.join(dir, `kjv-target-${type}.gguf`);
+    runDaisy(bin, ["quantize", path.join(kjv, "kjv-target-f16.gguf"), file, "--type", type]);
+    configs.push({name: `kjv-target-${type}`, type, file});
+  }
+}
+
 // --only SUBSTRING: the configurations whose name contains it (for a quick look at one).
 if (typeof args.only === "string") configs.splice(0, configs.length, ...configs.filter((c) => c.name.includes(args.only)));
 let passed = 0, failed = 0;
 const report = [];
 const fail = (msg) => { failed++; console.error(`FAIL: ${msg}`); };
 for (const cfg of configs) {
-  const file = path.join(dir, `${cfg.name}.gguf`);
-  runDaisy(bin, ["gen-model", ...cfg.gen, "--type", cfg.type, "--seed", "11", "-o", file]);
+  const file = cfg.file ?? path.join(dir, `${cfg.name}.gguf`);
+  if (!cfg.file) runDaisy(bin, ["gen-model", ...cfg.gen, "--type", cfg.type, "--seed", "11", "-o", file]);
   const vocab = JSON.parse(runDaisy(bin, ["inspect", file, "--json"])).model?.n_vocab;
   if (!(Number(vocab) > 0)) throw new Error(`${cfg.name}: no vocab_size in ${file}`);
   const rand = mulberry32(cfg.name.length * 7919);
-  const nTok = 40;
-  const tokens = Array.from({length: nTok}, () => Math.floor(rand() * Math.min(Number(vocab), 256)));
+  const nTok = kjv ? 64 : 40;
+  let tokens;
+  if (kjv) {
+    // A held-out passage, as daisy and llama.cpp both tokenize it (with the BOS).
+    const text = fs.readFileSync(path.join(kjv, "heldout.txt"), "utf8").split("\n")[3];
+    const ids = JSON.parse(runDaisy(bin, ["tokenize", "-m", file, "--json"], JSON.stringify([text])))[0];
+    const model = await llama.loadModel({modelPath: file});
+    const theirs = Array.from(model.tokenize(text));
+    const bos = model.tokens.bos;
+    await model.dispose();
+    if (JSON.stringify(ids) !== JSON.stringify(theirs)) {
+      fail(`${cfg.name}: daisy tokenizes the passage as ${JSON.stringify(ids.slice(0, 20))}..., llama.cpp as ${JSON.stringify(theirs.slice(0, 20))}...`);
+    }
+    tokens = [bos, ...ids].slice(0, nTok);
+  } else {
+    tokens = Array.from({length: nTok}, () => Math.floor(rand() * Math.min(Number(vocab), 256)));
+  }
   const kernelFlags = cfg.kernels ? ["--kernels", cfg.kernels] : [];
   // --batch 16: the 40-token sequence is prefilled in three chunks.
   const ctxFlags = cfg.ctx ? ["--ctx", String(cfg.ctx)] : [];
@@ -227,7 +258,7 @@ for (const cfg of configs) {
   if (wrong.length === 0) passed++;
   else fail(`${cfg.name}: greedy tokens llama.cpp would not pick: ${wrong.join("; ")}`);
   report.push({config: cfg.name, greedy_tokens: n, greedy_wrong: wrong.length, greedy_clear_positions: strict});
-  fs.rmSync(file);
+  if (!cfg.keep) fs.rmSync(file);
 }
 fs.rmSync(dir, {recursive: true, force: true});
 console.log(`${passed} passed, ${failed} failed`);
