@@ -235,10 +235,13 @@ for (const cfg of configs) {
       }
     }
     const meanDiff = sumDiff / Math.max(1, nDiff);
-    const enough = top1Checked >= MIN_CHECKED * nTok;
+    // Real text has real near-ties (which word comes next is often open): on the trained models
+    // 32 of the 64 positions clear q4_k_m's margin of 1.0 (measured 2026-12-05), so a third must.
+    const minChecked = kjv ? 0.33 : MIN_CHECKED;
+    const enough = top1Checked >= minChecked * nTok;
     const ok = enough && missing === 0 && top1Mismatch === 0 && maxDiff <= tol.max && meanDiff <= tol.mean;
     if (ok) passed++;
-    else fail(`${cfg.name} kv=${kv}: top-1 mismatches ${top1Mismatch}/${top1Checked} (at least ${MIN_CHECKED * nTok} positions must be checked), ${missing} of llama.cpp's top-5 tokens outside daisy's top ${DAISY_TOP}, log-prob diff max ${maxDiff.toFixed(4)} mean ${meanDiff.toFixed(4)} (tolerance ${JSON.stringify(tol)})`);
+    else fail(`${cfg.name} kv=${kv}: top-1 mismatches ${top1Mismatch}/${top1Checked} (at least ${Math.ceil(minChecked * nTok)} positions must be checked), ${missing} of llama.cpp's top-5 tokens outside daisy's top ${DAISY_TOP}, log-prob diff max ${maxDiff.toFixed(4)} mean ${meanDiff.toFixed(4)} (tolerance ${JSON.stringify(tol)})`);
     report.push({config: cfg.name, kv, top1_checked: top1Checked, top1_mismatch: top1Mismatch, missing,
                  max_logprob_diff: +maxDiff.toFixed(5), mean_logprob_diff: +meanDiff.toFixed(5), tolerance: tol});
   }
