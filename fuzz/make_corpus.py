@@ -35,7 +35,7 @@ put("fuzz_frames", "forward-masks", b"\x00" + forward(masks=True))
 put("fuzz_frames", "forward-middle", b"\x01" + forward())
 result = struct.pack("<QI", 7, 1) + struct.pack("<iIHHI", 0, 1, 1, 0, 0) + struct.pack("<if", 3, -0.5) * 2
 put("fuzz_frames", "result", b"\x02" + result)
-put("fuzz_frames", "configure", b"\x03" + struct.pack("<Q", 99) + string("127.0.0.1:9000") + struct.pack("<BiiiiQ", 0, 64, 4, 512, 0, 0))
+put("fuzz_frames", "configure", b"\x03" + struct.pack("<Q", 99) + string("127.0.0.1:9000") + struct.pack("<BiiiiQI", 0, 64, 4, 512, 0, 0, 0))
 put("fuzz_frames", "ping", b"\x05" + struct.pack("<Q", 1))
 put("fuzz_frames", "configured", b"\x07" + struct.pack("<I", 2) + struct.pack("<iiii", 3, 40, 5, 1))
 put("fuzz_frames", "error", b"\x08" + struct.pack("<Q", 3) + string("boom"))
@@ -109,8 +109,8 @@ put("fuzz_link", "frames", b"\x04" + frame(26, struct.pack("<QQQI", 1, 2, 0, 3))
 
 # fuzz_worker: what one connection sends a worker holding the last stage (d_model 32) after the
 # authentication: a session, a forward, a ping, a release.
-configure = frame(18, struct.pack("<Q", 99) + string("") + struct.pack("<BiiiiQ", 0, 16, 4, 64, 0, 0))
-resume = frame(18, struct.pack("<Q", 100) + string("") + struct.pack("<BiiiiQ", 0, 16, 4, 64, 0, 99))
+configure = frame(18, struct.pack("<Q", 99) + string("") + struct.pack("<BiiiiQI", 0, 16, 4, 64, 0, 0, 0))
+resume = frame(18, struct.pack("<Q", 100) + string("") + struct.pack("<BiiiiQIi", 0, 16, 4, 64, 0, 99, 1, 0))
 put("fuzz_worker", "describe", frame(16, b""))
 put("fuzz_worker", "session", configure + frame(25, struct.pack("<Q", 1)) + frame(21, forward(dim=32, fid=1)) +
     frame(23, struct.pack("<Ii", 1, 0)))

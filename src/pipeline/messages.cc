@@ -1,5 +1,7 @@
 #include "pipeline/messages.h"
 
+#include <algorithm>
+
 namespace daisy::pipeline {
 
 using transport::Decoder;
@@ -40,6 +42,8 @@ std::vector<uint8_t> EncodeConfigure(const Configure& c) {
   e.Put<int32_t>(c.seq_capacity);
   e.Put<int32_t>(c.rope_context);
   e.Put<uint64_t>(c.resume);
+  e.Put<uint32_t>(static_cast<uint32_t>(c.keep.size()));
+  for (int32_t seq : c.keep) e.Put<int32_t>(seq);
   return std::move(e.bytes());
 }
 
@@ -78,6 +82,13 @@ Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c) {
   DAISY_RETURN_IF_ERROR(d.Get(c.seq_capacity));
   DAISY_RETURN_IF_ERROR(d.Get(c.rope_context));
   DAISY_RETURN_IF_ERROR(d.Get(c.resume));
+  uint32_t n_keep = 0;
+  DAISY_RETURN_IF_ERROR(d.Get(n_keep));
+  if (n_keep > 4096 || n_keep > static_cast<uint32_t>(std::max(c.max_seqs, 0))) {
+    return DataLoss("configure: %u sequences to keep (at most the %d sequences allowed)", n_keep, c.max_seqs);
+  }
+  c.keep.assign(n_keep, 0);
+  for (int32_t& seq : c.keep) DAISY_RETURN_IF_ERROR(d.Get(seq));
   DAISY_RETURN_IF_ERROR(d.ExpectEnd());
   if (wire > static_cast<uint8_t>(WireType::kQ8_0)) return DataLoss("configure: unknown wire type %u", wire);
   c.wire = static_cast<WireType>(wire);

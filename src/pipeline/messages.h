@@ -28,6 +28,9 @@ struct Configure {
   // session it is, configured with the same limits, keeps the KV cache it holds and says what
   // it kept in its Configured; any other worker starts empty.
   uint64_t resume = 0;
+  // With `resume`: the sequences the coordinator still holds; the worker frees every other one it
+  // kept before it answers (at most max_seqs; protocol 5).
+  std::vector<int32_t> keep;
 };
 std::vector<uint8_t> EncodeConfigure(const Configure& c);
 Status DecodeConfigure(std::span<const uint8_t> payload, Configure& c);

@@ -264,10 +264,16 @@ TEST(TokenMasks, TravelBothWaysAndRestrictTheOutput) {
 
 TEST(ConfigureMessage, RoundTripsAndBoundsItsLimits) {
   Configure c{.session = 77, .next_hop = "127.0.0.1:9001", .wire = WireType::kBF16, .max_rows = 32,
-              .max_seqs = 4, .seq_capacity = 300, .rope_context = 287};
+              .max_seqs = 4, .seq_capacity = 300, .rope_context = 287, .resume = 76, .keep = {3, 9}};
   Configure got;
   ASSERT_TRUE(DecodeConfigure(EncodeConfigure(c), got).ok());
   EXPECT_EQ(got.session, 77u);
+  EXPECT_EQ(got.resume, 76u);
+  EXPECT_EQ(got.keep, (std::vector<int32_t>{3, 9}));
+  // More sequences to keep than the session allows are refused before they are read.
+  c.keep = {1, 2, 3, 4, 5};
+  EXPECT_EQ(DecodeConfigure(EncodeConfigure(c), got).code(), StatusCode::kDataLoss);
+  c.keep = {};
   EXPECT_EQ(got.next_hop, "127.0.0.1:9001");
   EXPECT_EQ(got.wire, WireType::kBF16);
   EXPECT_EQ(got.seq_capacity, 300);

@@ -107,17 +107,10 @@ Status Pipeline::Recover(std::span<const int32_t> keep) {
     }
   }
   local_results_.clear();
-  if (remote_ == nullptr) return Status::Ok();
-  DAISY_RETURN_IF_ERROR(remote_->Reconnect());
-  // What the workers kept of sequences that ended meanwhile (their release may have been lost
-  // with the ring) is freed now.
-  std::vector<int32_t> gone;
-  for (const auto& stage : remote_->kept()) {
-    for (const auto& [seq, length] : stage) {
-      if (!kept(seq) && std::find(gone.begin(), gone.end(), seq) == gone.end()) gone.push_back(seq);
-    }
-  }
-  return gone.empty() ? Status::Ok() : remote_->Release(gone);
+  // The workers free what they kept of sequences that ended meanwhile (their release may have
+  // been lost with the ring) before they answer the Configure: no release in flight can meet a
+  // sequence id used again.
+  return remote_ != nullptr ? remote_->Reconnect(keep) : Status::Ok();
 }
 
 std::vector<int32_t> Pipeline::HeldLengths(int32_t seq) const {

@@ -129,7 +129,7 @@ Status RemoteChain::Dial(size_t i, Clock::time_point deadline, std::shared_ptr<t
   return last;
 }
 
-Status RemoteChain::Build() {
+Status RemoteChain::Build(std::span<const int32_t> keep) {
   if (active_.empty()) active_ = o_.workers;
   std::vector<std::shared_ptr<transport::Connection>> conns;
   std::vector<shard::ShardInfo> infos;
@@ -157,6 +157,7 @@ Status RemoteChain::Build() {
     cfg.seq_capacity = o_.seq_capacity;
     cfg.rope_context = o_.rope_context;
     cfg.resume = configured_[i];  // its KV is kept if it is still the worker we configured last
+    cfg.keep.assign(keep.begin(), keep.end());
     DAISY_RETURN_IF_ERROR(conns[i]->Send(kConfigure, EncodeConfigure(cfg)));
     DAISY_ASSIGN_OR_RETURN(transport::Frame f, conns[i]->Receive(kMaxControlFrame, kConfigureTimeout));
     if (f.type == kError) {
@@ -381,14 +382,14 @@ std::string RemoteChain::why_broken() {
   return broken_;
 }
 
-Status RemoteChain::Reconnect() {
+Status RemoteChain::Reconnect(std::span<const int32_t> keep) {
   Close();
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_.clear();
     sent_.clear();
   }
-  return Build();
+  return Build(keep);
 }
 
 std::vector<int64_t> RemoteChain::held_sequences() const {

@@ -63,8 +63,9 @@ class RemoteChain {
   // Why the ring is down ("" while it is up).
   std::string why_broken();
   // Drops every link and builds the ring again (a restarted worker is picked up). A worker
-  // that is still the one configured last keeps its KV cache: kept() says what it holds.
-  Status Reconnect();
+  // that is still the one configured last keeps its KV cache of the sequences in `keep`, and
+  // frees the rest before it answers: kept() says what it holds.
+  Status Reconnect(std::span<const int32_t> keep = {});
   // Per worker, since the ring was last built: the sequences whose KV it kept, with their
   // lengths (empty for a worker that started afresh).
   const std::vector<std::map<int32_t, int32_t>>& kept() const { return kept_; }
@@ -80,7 +81,7 @@ class RemoteChain {
   explicit RemoteChain(RemoteOptions o, std::vector<shard::ShardInfo> local)
       : o_(std::move(o)), local_(std::move(local)), failures_(o_.workers.size(), 0),
         configured_(o_.workers.size(), 0), kept_(o_.workers.size()) {}
-  Status Build();
+  Status Build(std::span<const int32_t> keep = {});
   void Close();
   void ReadLoop(size_t worker, std::shared_ptr<transport::Connection> conn, uint64_t generation);
   void PingLoop(uint64_t generation);

@@ -1,5 +1,6 @@
 #include "pipeline/worker.h"
 
+#include <algorithm>
 #include <future>
 
 #include "base/log.h"
@@ -417,7 +418,15 @@ void Worker::ComputeLoop() {
                         stage_options_.seq_capacity == o.seq_capacity && stage_options_.max_seqs == o.max_seqs &&
                         stage_options_.rope_context == o.rope_context;
       if (keep) {
-        kept.kept = stage_->stage().kv().Lengths();
+        // What the coordinator no longer holds goes now, before the answer: a release sent
+        // after it could overtake a forward of a sequence id used again.
+        for (const auto& [seq, length] : stage_->stage().kv().Lengths()) {
+          if (std::find(c.keep.begin(), c.keep.end(), seq) == c.keep.end()) {
+            stage_->Release(seq);
+          } else {
+            kept.kept.emplace_back(seq, length);
+          }
+        }
       } else {
         stage_.reset();
         stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
