@@ -1,5 +1,7 @@
 #include "pipeline/local_stage.h"
 
+#include <algorithm>
+
 #include "pipeline/outputs.h"
 
 namespace daisy::pipeline {
@@ -20,6 +22,18 @@ LocalStage::LocalStage(const model::Model& model, const runtime::StageOptions& o
 
 void LocalStage::Reset() {
   stage_ = std::make_unique<runtime::Stage>(model_, options_, kernels_, pool_);
+}
+
+std::vector<std::pair<int32_t, int32_t>> LocalStage::KeepOnly(std::span<const int32_t> keep) {
+  std::vector<std::pair<int32_t, int32_t>> kept;
+  for (const auto& [seq, length] : stage_->kv().Lengths()) {
+    if (std::find(keep.begin(), keep.end(), seq) == keep.end()) {
+      stage_->Release(seq);
+    } else {
+      kept.emplace_back(seq, length);
+    }
+  }
+  return kept;
 }
 
 Status LocalStage::Run(const ForwardHeader& h, std::span<const int32_t> tokens,

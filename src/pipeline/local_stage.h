@@ -27,6 +27,8 @@ class LocalStage {
              std::span<const float> hidden_in, std::vector<float>& hidden_out, ResultMsg* result);
 
   void Release(int32_t seq) { stage_->Release(seq); }
+  // Frees every sequence not in `keep`; returns the kept ones with their lengths (a resume).
+  std::vector<std::pair<int32_t, int32_t>> KeepOnly(std::span<const int32_t> keep);
   // Forgets every sequence (a new session).
   void Reset();
   bool head() const { return options_.head; }

@@ -100,12 +100,7 @@ std::vector<uint64_t> Pipeline::stage_failures() const {
 uint64_t Pipeline::wire_bytes_sent() const { return remote_ != nullptr ? remote_->wire_bytes_sent() : 0; }
 
 Status Pipeline::Recover(std::span<const int32_t> keep) {
-  const auto kept = [&](int32_t seq) { return std::find(keep.begin(), keep.end(), seq) != keep.end(); };
-  for (auto& s : local_) {
-    for (const auto& [seq, length] : s->stage().kv().Lengths()) {
-      if (!kept(seq)) s->Release(seq);
-    }
-  }
+  for (auto& s : local_) s->KeepOnly(keep);
   local_results_.clear();
   // The workers free what they kept of sequences that ended meanwhile (their release may have
   // been lost with the ring) before they answer the Configure: no release in flight can meet a

@@ -420,13 +420,7 @@ void Worker::ComputeLoop() {
       if (keep) {
         // What the coordinator no longer holds goes now, before the answer: a release sent
         // after it could overtake a forward of a sequence id used again.
-        for (const auto& [seq, length] : stage_->stage().kv().Lengths()) {
-          if (std::find(c.keep.begin(), c.keep.end(), seq) == c.keep.end()) {
-            stage_->Release(seq);
-          } else {
-            kept.kept.emplace_back(seq, length);
-          }
-        }
+        kept.kept = stage_->KeepOnly(c.keep);
       } else {
         stage_.reset();
         stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
