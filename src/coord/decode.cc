@@ -141,6 +141,7 @@ std::vector<size_t> SeqDecoder::Restart(std::span<const int32_t> held, int32_t m
   prefilled_ = rewinds_ok ? static_cast<size_t>(from) : 0;
   refill_stage_ = RefillStage(static_cast<int32_t>(prefilled_));
   decode_step_ = false;
+  settled_at_.reset();
   draft_.clear();
   q_.clear();
   confidence_.clear();
@@ -174,8 +175,12 @@ Result<std::vector<pipeline::RowOutput>> SeqDecoder::Settle(const pipeline::Resu
   }
   const bool decode_step = decode_step_;
   decode_step_ = false;
+  const auto now = std::chrono::steady_clock::now();
+  const auto since = settled_at_;
+  settled_at_ = now;
   const Status bad = CheckSettled(out, draft_, n_vocab);
   if (!bad.ok()) {
+    settled_at_.reset();
     draft_.clear();
     q_.clear();
     confidence_.clear();
@@ -185,7 +190,13 @@ Result<std::vector<pipeline::RowOutput>> SeqDecoder::Settle(const pipeline::Resu
   const int k = static_cast<int>(draft_.size());
   const int accepted = static_cast<int>(out->rows.size()) - 1;
   // The forward that ends the prompt is no verify: only decode steps teach the controller.
-  if (k_ != nullptr && decode_step) k_->Verified(k, accepted, seconds, forward_rows - 1 - k, confidence_);
+  if (k_ != nullptr && decode_step) {
+    k_->Verified(k, accepted, seconds, forward_rows - 1 - k, confidence_);
+    // A whole step alone, from the last one's end (the prompt's last chunk included).
+    if (since && forward_rows == 1 + k && seconds >= 0) {
+      k_->Stepped(k, std::chrono::duration<double>(now - *since).count());
+    }
+  }
   if (k > 0 && drafter != nullptr) drafter->Settled(seq_, settled + static_cast<size_t>(accepted));
   if (constraint_) {
     for (const pipeline::RowOutput& row : out->rows) {

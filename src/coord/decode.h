@@ -10,7 +10,9 @@
 //   auto settled = s.Settle(result, n_vocab, seconds, other_rows, drafter);
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -119,6 +121,8 @@ class SeqDecoder {
   std::vector<DraftDistribution> q_;
   std::vector<float> confidence_;
   bool decode_step_ = false;  // the rows in flight are a decode step's (AddDecodeRows)
+  // When the last Settle ended (none after a Restart or an error): whole steps are timed from it.
+  std::optional<std::chrono::steady_clock::time_point> settled_at_;
   std::unique_ptr<grammar::TokenConstraint> constraint_;
   int top_logprobs_ = 0;
 };

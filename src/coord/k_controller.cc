@@ -117,17 +117,26 @@ double KController::VerifySeconds(int k) const {
   const int last = static_cast<int>(verify_->size()) - 1;
   double at = 0, t_lo = 0, t_hi = 0;
   if (k <= last && Known(k, at)) return at;
+  // A plain step's time (one row) says nothing of a verify's where a verify's is known: one
+  // row may take another path (a matrix-vector product). So K >= 1 are estimated from K >= 1.
+  int first = 0;
+  for (int j = 1; j <= last && k >= 1; ++j) {
+    if (Known(j, at)) {
+      first = 1;
+      break;
+    }
+  }
   // The nearest known row counts on each side; between them, interpolate.
   int lo = std::min(k, last + 1) - 1, hi = k + 1;
-  while (lo >= 0 && !Known(lo, t_lo)) --lo;
+  while (lo >= first && !Known(lo, t_lo)) --lo;
   while (hi <= last && !Known(hi, t_hi)) ++hi;
-  if (lo >= 0 && hi <= last) {
+  if (lo >= first && hi <= last) {
     const double f = static_cast<double>(k - lo) / (hi - lo);
     return t_lo + f * (t_hi - t_lo);
   }
   // Beyond them: along the least-squares line through the known ones (slope at least 0).
   double sw = 0, sk = 0, st = 0, skk = 0, skt = 0;
-  for (int j = 0; j <= last; ++j) {
+  for (int j = first; j <= last; ++j) {
     double t;
     if (!Known(j, t)) continue;
     sw += 1, sk += j, st += t, skk += double(j) * j, skt += j * t;
@@ -135,8 +144,8 @@ double KController::VerifySeconds(int k) const {
   if (sw == 0) return 0;
   const double var = skk / sw - (sk / sw) * (sk / sw);
   const double slope = var > 0 ? std::max(0.0, (skt / sw - (sk / sw) * (st / sw)) / var) : 0;
-  const int nearest = lo >= 0 ? lo : hi;
-  return std::max((lo >= 0 ? t_lo : t_hi) + (k - nearest) * slope, 1e-6);
+  const int nearest = lo >= first ? lo : hi;
+  return std::max((lo >= first ? t_lo : t_hi) + (k - nearest) * slope, 1e-6);
 }
 
 double KController::StepSeconds(int k) const { return VerifySeconds(k) + k * t_draft_; }
@@ -162,18 +171,89 @@ int KController::Choose(const Others& others) {
   const bool fresh = last_k_ < 0;
   int best = k_;
   double best_rate = -1;
-  for (int kk = fresh ? 0 : std::max(0, k_ - 2); kk <= std::min(k_max_, fresh ? k_max_ : k_ + 1); ++kk) {
+  // Gated, the drafts actually verified may stop well below k_: K down to two below them are
+  // candidates too, so k_ is not held up by times measured once at K that are no longer drafted.
+  const int from = std::min(k_, last_k_ >= 0 ? last_k_ : k_);
+  for (int kk = fresh ? 0 : std::max(0, from - 2); kk <= std::min(k_max_, fresh ? k_max_ : k_ + 1); ++kk) {
     const double tokens = ExpectedTokens(kk) + others.tokens;
-    const double seconds = VerifySeconds(kk + rows) + std::max(kk * t_draft_, others.draft_seconds);
+    // Alone, a drafting step also costs what whole steps showed beyond its verify and drafts.
+    const double unseen = rows == 0 && kk > 0 ? Unseen() : 0;
+    const double seconds = VerifySeconds(kk + rows) + std::max(kk * t_draft_, others.draft_seconds) + unseen;
     const double rate = tokens / std::max(seconds, 1e-9);
     if (rate > best_rate) best_rate = rate, best = kk;
   }
   k_ = best;
+  // Alone, K = 0 is measured like any other K while it is a close call: without a measurement
+  // its time is extrapolated from the drafting K, which a pair whose draft costs about as much
+  // as the target's verify (a tiny target, one node) gets wrong by the verify's extra rows.
+  if (others.rows == 0 && k_ > 0 && PlainTrialDue(best_rate)) {
+    plain_trial_ = true;
+    return 0;
+  }
+  // A probe that left K at 0 and did not have all its drafts taken puts the next one twice as
+  // far off (alone; up to kProbeEveryMost): where drafting costs what it saves, probes are what
+  // plain decoding still pays for it. One whose drafts were all taken brings them back to
+  // kProbeEvery, so a draft that became good is found as soon as before.
+  if (probed_) {
+    const bool failed = k_ == 0 && state_ == 0 && others.rows == 0;
+    probe_every_ = failed ? std::min(2 * probe_every_, kProbeEveryMost) : kProbeEvery;
+    probed_ = false;
+  }
+  if (k_ == 0) {
+    // Probe, so the acceptance estimate can recover (gated: as far as the confidences go).
+    if (steps_ - last_probe_step_ >= probe_every_) {
+      last_probe_step_ = steps_;
+      probed_ = true;
+      return others.rows == 0 && Gating() ? k_max_ : 1;
+    }
+    return 0;
+  }
   // Alone and gated, the draft's confidences end the drafting (MoreDrafts); k_ keeps following
   // the rule above for when gating stops.
   if (others.rows == 0 && Gating()) return k_max_;
-  if (k_ == 0 && steps_ % 8 == 0) return 1;  // probe, so the acceptance estimate can recover
   return k_;
+}
+
+bool KController::PlainTrialDue(double best_rate) const {
+  const Timing& plain = (*verify_)[0];
+  // Two plain steps measure it (the first may be slow: buffers and caches warm); K = 0's time
+  // is then the rule's to keep up, as any K's.
+  if (plain.n >= 2 || (plain.n == 0 ? steps_ < kPlainTrialFrom : steps_ - last_plain_step_ < kPlainTrialEvery)) {
+    return false;
+  }
+  // The second trial is made whatever the first found: a first use may have been slow.
+  if (plain.n == 1) return true;
+  // What drafting steps gave (whole steps, when timed so), else what the rule expects of them,
+  // against what a plain step may take: no longer than any verify (it has fewer rows), however
+  // far above that the verifies' line meets K = 0.
+  const double drafting_rate = drafting_steps_seconds_ > 0 ? drafting_steps_tokens_ / drafting_steps_seconds_ : best_rate;
+  double plain_seconds = VerifySeconds(0);
+  for (int j = 1; j < static_cast<int>(verify_->size()); ++j) {
+    double t;
+    if (Known(j, t)) plain_seconds = std::min(plain_seconds, t);
+  }
+  return drafting_rate < kPlainTrialBelow / std::max(plain_seconds, 1e-9);
+}
+
+double KController::Unseen() const {
+  if (drafting_extra_.n == 0) return 0;
+  return std::max(0.0, drafting_extra_.seconds - (plain_extra_.n > 0 ? plain_extra_.seconds : 0));
+}
+
+void KController::Stepped(int k, double seconds) {
+  if (fixed_ > 0 || !(seconds > 0) || last_verify_seconds_ < 0) return;
+  const double seen = last_verify_seconds_ + (k > 0 ? last_draft_seconds_ : 0);
+  // A stall (a pipeline's pause, a slow reader of the output) is not the step's cost: at most
+  // the seen time again counts.
+  const double extra = std::clamp(seconds - seen, 0.0, seen);
+  Timing& t = k > 0 ? drafting_extra_ : plain_extra_;
+  t.seconds = t.n == 0 ? extra : t.seconds + (extra - t.seconds) / std::min(t.n + 1, 8);
+  ++t.n;
+  if (k > 0) {
+    constexpr double kRecent = 0.8;  // per drafting step
+    drafting_steps_tokens_ = drafting_steps_tokens_ * kRecent + last_tokens_;
+    drafting_steps_seconds_ = drafting_steps_seconds_ * kRecent + seen + extra;
+  }
 }
 
 namespace {
@@ -298,11 +378,22 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
         t.n = 3;
       }
     }
-    // The first measurement sets it; then a moving average over about the last 4.
-    t.seconds = t.n == 0 ? seconds : t.seconds + (seconds - t.seconds) / std::min(t.n + 1, 4);
+    // The first measurement sets it; then a moving average over about the last 4. But K = 0's
+    // first two come from plain trials (PlainTrialDue), far apart and few: a first use's
+    // slowness (buffers, caches) would outlast them in an average, so the smaller counts.
+    if (at == 0 && t.n == 1 && seconds >= 0) {
+      t.seconds = std::min(t.seconds, seconds);
+    } else {
+      t.seconds = t.n == 0 ? seconds : t.seconds + (seconds - t.seconds) / std::min(t.n + 1, 4);
+    }
     ++t.n;
   }
   last_k_ = k;
+  last_verify_seconds_ = other_rows <= 0 ? seconds : -1;
+  last_tokens_ = std::clamp(accepted, 0, k) + 1;
+  last_draft_seconds_ = step_draft_seconds_;
+  step_draft_seconds_ = 0;
+  if (k == 0) last_plain_step_ = steps_;
   if (seconds >= 0 && other_rows <= 0) {
     constexpr double kRecent = 0.9;  // per verify
     recent_tokens_ = recent_tokens_ * kRecent + std::clamp(accepted, 0, k) + 1;
@@ -316,12 +407,19 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     state_successes_[state_] = state_successes_[state_] * kDecay + accepted;
     state_trials_[state_] = state_trials_[state_] * kDecay + tried;
   }
+  // A plain trial says nothing of the drafts: the state stays the one the drafting left.
+  if (k == 0 && plain_trial_) {
+    plain_trial_ = false;
+    return;
+  }
+  plain_trial_ = false;
   state_ = k > 0 && accepted == k ? 1 : 0;
   last_missed_ = k - std::clamp(accepted, 0, k);
 }
 
 void KController::Drafted(int rows, double seconds) {
   if (rows <= 0) return;
+  step_draft_seconds_ += seconds;
   const double per = seconds / rows;
   t_draft_ = t_draft_ == 0 ? per : 0.8 * t_draft_ + 0.2 * per;
 }

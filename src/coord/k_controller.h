@@ -17,7 +17,10 @@ namespace daisy::coord {
 // learned by another sequence, StartFrom) may go to any K. The first verify of a cold start
 // drafts kStartK; the second explores (so two K are measured): up two if the first took every
 // draft, up one if all but the last, else down one. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
-// alive. A fixed K skips all this.
+// alive (alone, further apart while probes find drafting does not pay: kProbeEveryMost). K = 0's own time is measured, not only extrapolated: a sequence alone decodes a step
+// plainly now and then while K = 0 is a close call (kPlainTrialBelow), so a pair whose drafting
+// costs about what it saves (a tiny target on one node) falls back to plain decoding. A fixed K
+// skips all this.
 //
 // Acceptance comes in runs (stretches of text the draft follows, gaps where it does not), so
 // the rate used to choose K is the one of the current state: after a verify that took every
@@ -43,6 +46,17 @@ class KController {
   static constexpr int kConfidenceBins = 10;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
+  // At K = 0 a probe drafts every kProbeEvery steps; alone, each probe after which K stays 0
+  // doubles that, up to kProbeEveryMost.
+  static constexpr int kProbeEvery = 8;
+  static constexpr int kProbeEveryMost = 32;
+  // A sequence alone decodes one step plainly (K = 0) to measure it while its drafting steps
+  // (whole steps as Stepped timed them; else the best K's expected rate) give fewer than
+  // kPlainTrialBelow times K = 0's expected tokens per second: first at step kPlainTrialFrom (after the
+  // first verifies), then once more kPlainTrialEvery steps after the last plain step.
+  static constexpr double kPlainTrialBelow = 1.15;
+  static constexpr int kPlainTrialFrom = 5;
+  static constexpr int kPlainTrialEvery = 8;
   // `max_rows`: the most rows a batch verifies in one forward (0: k_max + 1, one sequence).
   KController(int fixed_k, int k_max, int max_rows = 0);
   // Starts a new sequence from what another sequence's controller learned: the per-K verify
@@ -110,6 +124,11 @@ class KController {
   double Calibrated(float confidence) const;
   // The drafter spent `seconds` running `rows` rows (at least the drafts).
   void Drafted(int rows, double seconds);
+  // A whole decode step of a sequence alone, as its decode loop saw it (from the last step's
+  // end to this one's: drafting, the forward and everything around them), after its Verified:
+  // `k` drafted. What a drafting step costs beyond its verify and its drafts, less what a plain
+  // step costs beyond its forward (Unseen), counts in every K > 0's cost for a sequence alone.
+  void Stepped(int k, double seconds);
   // The overall acceptance estimate (reported per request and in /metrics).
   double acceptance() const { return alpha_; }
   // The estimate in the current state (after a verify that took every draft, or not).
@@ -140,11 +159,21 @@ class KController {
   // by this run's mean difference from it where measured.
   bool Known(int j, double& seconds) const;
   int MeasuredRowCounts() const;
+  // Whether a sequence alone, whose best K expects `best_rate`, should decode the next step
+  // plainly to measure K = 0 (kPlainTrialBelow).
+  bool PlainTrialDue(double best_rate) const;
+  // What whole steps (Stepped) showed a drafting step costs beyond its verify and drafts, more
+  // than a plain step beyond its forward (0 until a drafting step is timed so).
+  double Unseen() const;
   double VerifySeconds(int rows_less_one) const;
   int fixed_, k_max_, k_;
   int last_k_ = -1;  // the K of the last verify
   int state_ = 0;  // 0 after a rejection (or no drafts), 1 after a verify that took every draft
   int last_missed_ = 0;  // drafts the last verify did not take
+  bool plain_trial_ = false;  // the last Choose() was a plain trial (PlainTrialDue)
+  bool probed_ = false;       // the last Choose() was a probe at K = 0
+  int probe_every_ = kProbeEvery, last_probe_step_ = 0;
+  int last_plain_step_ = 0;   // steps_ at the last verify with K = 0
   double alpha_ = 0.7;
   double successes_ = 1.4, trials_ = 2;  // overall; the prior: 70% over two drafts
   double state_successes_[2] = {0, 0}, state_trials_[2] = {0, 0};
@@ -166,6 +195,15 @@ class KController {
   int shift_n_ = 0;
   // Recent tokens per second (decayed sums of each verify's tokens and its step's seconds).
   double recent_tokens_ = 0, recent_seconds_ = 0;
+  // Whole steps alone (Stepped): the last verify's seconds (< 0: not alone or not clean), the
+  // drafter's seconds before it, the drafter's seconds since, and the seconds beyond those of
+  // plain and drafting steps (moving averages).
+  double last_verify_seconds_ = -1, last_draft_seconds_ = 0, step_draft_seconds_ = 0;
+  int last_tokens_ = 0;  // the last verify's tokens
+  Timing plain_extra_, drafting_extra_;
+  // Drafting whole steps' tokens and seconds (decayed sums): what drafting gave, for
+  // PlainTrialDue.
+  double drafting_steps_tokens_ = 0, drafting_steps_seconds_ = 0;
 };
 
 }  // namespace daisy::coord

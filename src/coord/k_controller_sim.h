@@ -36,6 +36,7 @@ double GenerateText(KController& c, const std::vector<bool>& predicted, int from
     while (accepted < k && predicted[pos + accepted]) ++accepted;
     const double t = verify_seconds(k);
     c.Verified(k, accepted, t, 0, conf);
+    c.Stepped(k, t + k * draft_seconds);
     seconds += t + k * draft_seconds;
     pos += accepted + 1;
   }

@@ -26,6 +26,10 @@ struct Sim {
   std::vector<double> by_depth = {};
   // If given: the verify's time at K = 0, 1, ... (measured), continued by t_row per K past its end.
   std::vector<double> verify = {};
+  // Seconds a drafting step costs that neither the verify's nor the drafter's time shows (the
+  // decode loop around them): only whole steps (KController::Stepped) see it.
+  double unseen = 0;
+  bool whole_steps = true;  // the controller is told whole steps' times (KController::Stepped)
   double A(int d) const { return by_depth.empty() ? a : by_depth[std::min<size_t>(d, by_depth.size()) - 1]; }
   double Verify(int k) const {
     if (verify.empty()) return t0 + k * t_row;
@@ -37,7 +41,7 @@ struct Sim {
     for (int d = 1; d <= k; ++d) e += (p *= A(d));
     return e;
   }
-  double Cost(int k) const { return Verify(k) + k * t_draft; }
+  double Cost(int k) const { return Verify(k) + k * t_draft + (k > 0 ? unseen : 0); }
   double Rate(int k) const { return Expected(k) / Cost(k); }
   double BestRate(int k_max) const {
     double best = 0;
@@ -63,12 +67,15 @@ Outcome Simulate(const Sim& sim, int steps, uint32_t seed, int warm_up, int k_ma
     o.ks.push_back(k);
     EXPECT_GE(k, 0);
     EXPECT_LE(k, k_max);
-    if (k > 0) c.Drafted(k, k * sim.t_draft * (1 + sim.noise * (u(rng) - 0.5)));
+    const double drafting = k * sim.t_draft * (1 + sim.noise * (u(rng) - 0.5));
+    if (k > 0) c.Drafted(k, drafting);
     int accepted = 0;
     while (accepted < k && u(rng) < sim.A(accepted + 1)) ++accepted;
     const double slow = used[k] ? 1 : sim.first_use;
     used[k] = true;
-    c.Verified(k, accepted, slow * sim.Verify(k) * (1 + sim.noise * (u(rng) - 0.5)));
+    const double verify = slow * sim.Verify(k) * (1 + sim.noise * (u(rng) - 0.5));
+    c.Verified(k, accepted, verify);
+    if (sim.whole_steps) c.Stepped(k, verify + drafting + (k > 0 ? sim.unseen : 0));
     if (i >= warm_up) tokens += sim.Expected(k), seconds += sim.Cost(k);
   }
   o.rate = tokens / seconds;
@@ -186,15 +193,18 @@ double AdaptiveOverBestFixed(const Sim& sim, int n, double p_follow, double p_ga
 // against the round trip). On the node the best K is 1-2, and over 64 tokens a cold start at
 // kStartK = 4 pays for starting above it (0.93-0.95 of the best; 0.96 when it started at 3):
 // the price of reaching high best K quickly elsewhere (docs/speculative.md, "Why start at 4").
+// Over 256 tokens within 2.5% (0.977-0.984 on the node): the two plain trials that measure K =
+// 0 when drafting looks a close call (KController::PlainTrialDue) cost ~0.3% here, where it
+// never is; they are what takes a tiny target to plain decoding (FallsBackToPlainDecoding...).
 TEST(KController, NearTheBestFixedKOnTextsThatComeInRuns) {
   const Sim node{.t0 = 0, .t_row = 100, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {343, 348, 440, 587, 687, 769}};
   const Sim links{.t0 = 0, .t_row = 60, .t_draft = 30, .a = 0, .noise = 0.2, .verify = {450, 460, 520, 580, 640, 700}};
   for (const Sim* sim : {&node, &links}) {
     const double short_bound = sim == &node ? 0.93 : 0.95;
     EXPECT_GT(AdaptiveOverBestFixed(*sim, 64, 0.97, 0.4, 0.95, 0.8), short_bound);
-    EXPECT_GT(AdaptiveOverBestFixed(*sim, 256, 0.97, 0.4, 0.95, 0.8), 0.98);
+    EXPECT_GT(AdaptiveOverBestFixed(*sim, 256, 0.97, 0.4, 0.95, 0.8), 0.975);
     EXPECT_GT(AdaptiveOverBestFixed(*sim, 64, 0.9, 0.3, 0.9, 0.7), short_bound);
-    EXPECT_GT(AdaptiveOverBestFixed(*sim, 256, 0.9, 0.3, 0.9, 0.7), 0.98);
+    EXPECT_GT(AdaptiveOverBestFixed(*sim, 256, 0.9, 0.3, 0.9, 0.7), 0.975);
   }
 }
 
@@ -297,14 +307,61 @@ TEST(KController, FallsBackToPlainDecodingWhenDraftsAreUseless) {
   const Sim sim{.t0 = 50, .t_row = 15, .t_draft = 12, .a = 0.05};
   const Outcome o = Simulate(sim, 200, 7, 40);
   EXPECT_GT(o.rate, 0.9 * sim.Rate(0));
-  // K = 0 except a 1-token probe every 8 steps.
+  // K = 0 except a 1-token probe every 8 steps, further apart while they keep failing (every
+  // 32 steps at most).
   int probes = 0;
   for (size_t i = 100; i < o.ks.size(); ++i) {
     EXPECT_LE(o.ks[i], 1);
     probes += o.ks[i];
   }
-  EXPECT_GT(probes, 5);
-  EXPECT_LT(probes, 20);
+  EXPECT_GE(probes, 3);
+  EXPECT_LE(probes, 5);
+}
+
+// Probes that back off still find a draft that became good (a text the draft model knows), as
+// soon as probes every 8 steps did (84 steps to K >= 3 here; 100 with probes every 8 steps):
+// a probe whose drafts are all taken brings the next one back to 8 steps.
+TEST(KController, ProbesFindADraftThatBecameGood) {
+  const Sim sim{.t0 = 50, .t_row = 15, .t_draft = 12, .a = 0.05};
+  KController c(0, 12);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  int back = -1;
+  for (int i = 0; i < 400; ++i) {
+    const double a = i < 200 ? 0.05 : 0.95;
+    const int k = c.Choose();
+    if (i >= 200 && k >= 3 && back < 0) back = i - 200;
+    if (k > 0) c.Drafted(k, k * sim.t_draft);
+    int accepted = 0;
+    while (accepted < k && u(rng) < a) ++accepted;
+    const double t = sim.Verify(k);
+    c.Verified(k, accepted, t);
+    c.Stepped(k, t + k * sim.t_draft);
+  }
+  EXPECT_GE(back, 0);
+  EXPECT_LE(back, 100);
+  EXPECT_GE(c.current_k(), 4);
+}
+
+// The real pair of models/kjv on one node (issue #25; `daisy run --json`, AVX-512 host, in
+// ms): the target is so small that a forward is mostly fixed cost, a second row adds half of it,
+// the draft costs a fifth of it a token, and a drafting step costs ~0.2 ms more than its verify
+// and drafts show. No K pays (plain 0.5 ms a token; K = 1 ~0.75), the model of verify and draft
+// times alone expects K = 1-2 to: whole steps measured with K = 0 among them take it to plain
+// decoding, probes aside.
+TEST(KController, FallsBackToPlainDecodingWhenDraftingCostsWhatItSaves) {
+  const Sim tiny{.t0 = 0, .t_row = 0.22, .t_draft = 0.1, .a = 0, .noise = 0.2, .first_use = 3,
+                 .by_depth = {0.55, 0.45, 0.35, 0.3, 0.25}, .verify = {0.48, 0.77, 1.0}, .unseen = 0.2};
+  ASSERT_GT(tiny.Rate(0), 1.3 * tiny.Rate(1));
+  double rate = 0;
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    const Outcome o = Simulate(tiny, 256, seed, 16);
+    rate += o.rate / 8;
+    int drafting = 0;
+    for (size_t i = 16; i < o.ks.size(); ++i) drafting += o.ks[i] > 0 ? 1 : 0;
+    EXPECT_LT(drafting, 40) << "seed " << seed;  // probes: one step in 8
+  }
+  EXPECT_GT(rate, 0.9 * tiny.Rate(0));
 }
 
 // The second verify explores from kStartK the way the first points: every draft taken, up two;
