@@ -153,6 +153,11 @@ double KController::StepSeconds(int k) const { return VerifySeconds(k) + k * t_d
 int KController::Choose(const Others& others) {
   ++steps_;
   if (fixed_ > 0) return fixed_;
+  if (trial_left_ > 0 && others.rows == 0) {
+    --trial_left_;
+    plain_trial_ = true;
+    return 0;
+  }
   const int measured = MeasuredRowCounts();
   if (measured == 0) return k_;
   double known_at_k;
@@ -188,6 +193,7 @@ int KController::Choose(const Others& others) {
   // as the target's verify (a tiny target, one node) gets wrong by the verify's extra rows.
   if (others.rows == 0 && k_ > 0 && PlainTrialDue(best_rate)) {
     plain_trial_ = true;
+    trial_left_ = kPlainTrialSteps - 1;
     return 0;
   }
   // A probe that left K at 0 and did not have all its drafts taken puts the next one twice as
@@ -221,8 +227,6 @@ bool KController::PlainTrialDue(double best_rate) const {
   if (plain.n >= 2 || (plain.n == 0 ? steps_ < kPlainTrialFrom : steps_ - last_plain_step_ < kPlainTrialEvery)) {
     return false;
   }
-  // The second trial is made whatever the first found: a first use may have been slow.
-  if (plain.n == 1) return true;
   // What drafting steps gave (whole steps, when timed so), else what the rule expects of them,
   // against what a plain step may take: no longer than any verify (it has fewer rows), however
   // far above that the verifies' line meets K = 0.
@@ -364,7 +368,10 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     conf_trials_[b] += 1;
   }
   const size_t at = static_cast<size_t>(k) + static_cast<size_t>(std::max(0, other_rows));
-  if (seconds >= 0 && at < verify_->size()) {
+  // A plain step right after a drafting one is not timed: it pays for the switch (caches, a
+  // pipeline's threads gone to sleep while the draft ran), which plain decoding does not.
+  const bool switched = at == 0 && !last_plain_;
+  if (seconds >= 0 && at < verify_->size() && !switched) {
     Timing& t = (*verify_)[at];
     if (at < profile_.size() && profile_[at] > 0) {
       // A profile's times stand in for row counts not measured yet, shifted by how far this
@@ -381,14 +388,16 @@ void KController::Verified(int k, int accepted, double seconds, int other_rows, 
     // The first measurement sets it; then a moving average over about the last 4. But K = 0's
     // first two come from plain trials (PlainTrialDue), far apart and few: a first use's
     // slowness (buffers, caches) would outlast them in an average, so the smaller counts.
-    if (at == 0 && t.n == 1 && seconds >= 0) {
+    if (at == 0 && t.n == 1) {
       t.seconds = std::min(t.seconds, seconds);
     } else {
       t.seconds = t.n == 0 ? seconds : t.seconds + (seconds - t.seconds) / std::min(t.n + 1, 4);
     }
     ++t.n;
   }
-  last_k_ = k;
+  // A trial's plain steps leave the K the rule moves from as the drafting left it.
+  if (!(k == 0 && plain_trial_)) last_k_ = k;
+  last_plain_ = k == 0;
   last_verify_seconds_ = other_rows <= 0 ? seconds : -1;
   last_tokens_ = std::clamp(accepted, 0, k) + 1;
   last_draft_seconds_ = step_draft_seconds_;

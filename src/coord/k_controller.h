@@ -16,11 +16,18 @@ namespace daisy::coord {
 // step at a time and never leaps on one lucky verify; only a warm start's first choice (times
 // learned by another sequence, StartFrom) may go to any K. The first verify of a cold start
 // drafts kStartK; the second explores (so two K are measured): up two if the first took every
-// draft, up one if all but the last, else down one. At K = 0, a 1-token probe every 8 steps keeps the acceptance estimate
-// alive (alone, further apart while probes find drafting does not pay: kProbeEveryMost). K = 0's own time is measured, not only extrapolated: a sequence alone decodes a step
-// plainly now and then while K = 0 is a close call (kPlainTrialBelow), so a pair whose drafting
-// costs about what it saves (a tiny target on one node) falls back to plain decoding. A fixed K
-// skips all this.
+// draft, up one if all but the last, else down one. At K = 0, a 1-token probe every 8 steps
+// keeps the acceptance estimate alive (alone, further apart while probes find drafting does not
+// pay: kProbeEveryMost). A fixed K skips all this.
+//
+// K = 0's own time is measured, not only extrapolated from the verifies (which a tiny target,
+// whose one-row forward costs half a two-row one's, gets wrong): a sequence alone decodes a few
+// steps plainly (a trial, PlainTrialDue) while what its drafting steps gave, timed whole
+// (Stepped), is within kPlainTrialBelow of what a plain step may give. A plain step right after
+// a drafting one is not timed (it pays for the switch: caches, a pipeline's threads gone to
+// sleep while the draft ran). Whole steps also show what a drafting step costs beyond its
+// verify and drafts (Unseen), which counts in every K > 0's cost. So a pair whose drafting
+// costs about what it saves (a tiny target on one node) falls back to plain decoding.
 //
 // Acceptance comes in runs (stretches of text the draft follows, gaps where it does not), so
 // the rate used to choose K is the one of the current state: after a verify that took every
@@ -50,11 +57,13 @@ class KController {
   // doubles that, up to kProbeEveryMost.
   static constexpr int kProbeEvery = 8;
   static constexpr int kProbeEveryMost = 32;
-  // A sequence alone decodes one step plainly (K = 0) to measure it while its drafting steps
-  // (whole steps as Stepped timed them; else the best K's expected rate) give fewer than
-  // kPlainTrialBelow times K = 0's expected tokens per second: first at step kPlainTrialFrom (after the
-  // first verifies), then once more kPlainTrialEvery steps after the last plain step.
+  // A trial: kPlainTrialSteps plain steps in a row, while drafting steps (whole steps as
+  // Stepped timed them; else the best K's expected rate) give fewer than kPlainTrialBelow times
+  // the tokens per second a plain step may give: first at step kPlainTrialFrom (after the first
+  // verifies), again kPlainTrialEvery steps after the last plain step while it is still a
+  // close call, until two plain steps are timed.
   static constexpr double kPlainTrialBelow = 1.15;
+  static constexpr int kPlainTrialSteps = 2;  // in a row: the first, after drafting, is not timed
   static constexpr int kPlainTrialFrom = 5;
   static constexpr int kPlainTrialEvery = 8;
   // `max_rows`: the most rows a batch verifies in one forward (0: k_max + 1, one sequence).
@@ -167,10 +176,12 @@ class KController {
   double Unseen() const;
   double VerifySeconds(int rows_less_one) const;
   int fixed_, k_max_, k_;
-  int last_k_ = -1;  // the K of the last verify
+  int last_k_ = -1;  // the K of the last verify (a plain trial's aside)
+  bool last_plain_ = false;  // the last verify was a plain step (K = 0)
   int state_ = 0;  // 0 after a rejection (or no drafts), 1 after a verify that took every draft
   int last_missed_ = 0;  // drafts the last verify did not take
-  bool plain_trial_ = false;  // the last Choose() was a plain trial (PlainTrialDue)
+  bool plain_trial_ = false;  // the last Choose() was a plain trial's step (PlainTrialDue)
+  int trial_left_ = 0;        // plain steps still to come in this trial
   bool probed_ = false;       // the last Choose() was a probe at K = 0
   int probe_every_ = kProbeEvery, last_probe_step_ = 0;
   int last_plain_step_ = 0;   // steps_ at the last verify with K = 0
