@@ -187,6 +187,10 @@ int KController::Choose(const Others& others) {
     const double rate = tokens / std::max(seconds, 1e-9);
     if (rate > best_rate) best_rate = rate, best = kk;
   }
+  // Alone, once plain steps are timed, what whole drafting steps gave overrules the model
+  // where it falls short of plain decoding (by more than noise).
+  const bool vetoed = others.rows == 0 && best > 0 && PlainIsFaster();
+  if (vetoed) best = 0;
   k_ = best;
   // Alone, K = 0 is measured like any other K while it is a close call: without a measurement
   // its time is extrapolated from the drafting K, which a pair whose draft costs about as much
@@ -199,9 +203,10 @@ int KController::Choose(const Others& others) {
   // A probe that left K at 0 and did not have all its drafts taken puts the next one twice as
   // far off (alone; up to kProbeEveryMost): where drafting costs what it saves, probes are what
   // plain decoding still pays for it. One whose drafts were all taken brings them back to
-  // kProbeEvery, so a draft that became good is found as soon as before.
+  // kProbeEvery, so a draft that became good is found as soon as before, unless whole steps
+  // showed plain decoding faster even so.
   if (probed_) {
-    const bool failed = k_ == 0 && state_ == 0 && others.rows == 0;
+    const bool failed = k_ == 0 && (state_ == 0 || vetoed) && others.rows == 0;
     probe_every_ = failed ? std::min(2 * probe_every_, kProbeEveryMost) : kProbeEvery;
     probed_ = false;
   }
@@ -237,6 +242,13 @@ bool KController::PlainTrialDue(double best_rate) const {
     if (Known(j, t)) plain_seconds = std::min(plain_seconds, t);
   }
   return drafting_rate < kPlainTrialBelow / std::max(plain_seconds, 1e-9);
+}
+
+bool KController::PlainIsFaster() const {
+  const Timing& plain = (*verify_)[0];
+  if (plain.n < kPlainTrialSteps || drafting_steps_seconds_ <= 0) return false;
+  const double plain_rate = 1 / std::max(plain.seconds + (plain_extra_.n > 0 ? plain_extra_.seconds : 0), 1e-9);
+  return drafting_steps_tokens_ / drafting_steps_seconds_ < kPlainWins * plain_rate;
 }
 
 double KController::Unseen() const {

@@ -63,6 +63,8 @@ class KController {
   // verifies), again kPlainTrialEvery steps after the last plain step while it is still a
   // close call, until two plain steps are timed.
   static constexpr double kPlainTrialBelow = 1.15;
+  // Plain decoding wins when drafting steps gave less than this times its rate.
+  static constexpr double kPlainWins = 0.9;
   static constexpr int kPlainTrialSteps = 2;  // in a row: the first, after drafting, is not timed
   static constexpr int kPlainTrialFrom = 5;
   static constexpr int kPlainTrialEvery = 8;
@@ -171,6 +173,9 @@ class KController {
   // Whether a sequence alone, whose best K expects `best_rate`, should decode the next step
   // plainly to measure K = 0 (kPlainTrialBelow).
   bool PlainTrialDue(double best_rate) const;
+  // Whether timed plain steps (two at least) gave more than drafting steps (whole, Stepped) by
+  // more than noise (kPlainWins).
+  bool PlainIsFaster() const;
   // What whole steps (Stepped) showed a drafting step costs beyond its verify and drafts, more
   // than a plain step beyond its forward (0 until a drafting step is timed so).
   double Unseen() const;
