@@ -26,8 +26,10 @@ namespace daisy::coord {
 // (Stepped), is within kPlainTrialBelow of what a plain step may give. A plain step right after
 // a drafting one is not timed (it pays for the switch: caches, a pipeline's threads gone to
 // sleep while the draft ran). Whole steps also show what a drafting step costs beyond its
-// verify and drafts (Unseen), which counts in every K > 0's cost. So a pair whose drafting
-// costs about what it saves (a tiny target on one node) falls back to plain decoding.
+// verify and drafts (Unseen), which counts in every K > 0's cost; and once two plain steps are
+// timed, drafting steps that gave less than kPlainWins of plain decoding's tokens a second
+// overrule the model (PlainIsFaster: K = 0, probes aside). So a pair whose drafting costs
+// about what it saves (a tiny target on one node) falls back to plain decoding.
 //
 // Acceptance comes in runs (stretches of text the draft follows, gaps where it does not), so
 // the rate used to choose K is the one of the current state: after a verify that took every
