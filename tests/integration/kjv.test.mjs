@@ -40,12 +40,16 @@ test("greedy text in the style of the training text: known words, no byte soup",
 
 test("the real draft: identical greedy ids, real acceptance, fewer target forwards", () => {
   const plain = run(["-m", target, "-p", PROMPT, "-n", "64", "--ignore-eos"]);
-  const spec = run(["-m", target, "--draft", draft, "-p", PROMPT, "-n", "64", "--ignore-eos"]);
+  // At a fixed K (the adaptive K may well decode plainly here: on one node this tiny target's
+  // drafting costs about what it saves, docs/speculative.md).
+  const spec = run(["-m", target, "--draft", draft, "--spec-k", "2", "-p", PROMPT, "-n", "64", "--ignore-eos"]);
   assert.deepEqual(spec.ids, plain.ids);
-  // Measured: 34% of the drafts accepted with adaptive K (the draft's held-out perplexity is 37
-  // to the target's 22), 1.43 tokens per target forward. Unrelated weights accept about 1/4096.
-  assert.ok(spec.speculative.acceptance >= 0.2, JSON.stringify(spec.speculative));
-  assert.ok(spec.speculative.tokens_per_forward >= 1.2, JSON.stringify(spec.speculative));
+  // Measured: about half of the drafts accepted at K = 2 (the draft's held-out perplexity is 37
+  // to the target's 22), ~2 tokens per target forward. Unrelated weights accept about 1/4096.
+  assert.ok(spec.speculative.acceptance >= 0.3, JSON.stringify(spec.speculative));
+  assert.ok(spec.speculative.tokens_per_forward >= 1.5, JSON.stringify(spec.speculative));
+  // Whatever the adaptive K chooses, the ids are plain decoding's.
+  assert.deepEqual(run(["-m", target, "--draft", draft, "-p", PROMPT, "-n", "64", "--ignore-eos"]).ids, plain.ids);
 });
 
 test("over a 3-stage pipeline on loopback, with the draft: the whole model's ids, seeded sampling too", async () => {
@@ -57,9 +61,10 @@ test("over a 3-stage pipeline on loopback, with the draft: the whole model's ids
     const gen = ["-p", PROMPT, "-n", "40", "--ignore-eos"];
     // Greedy: the pipeline with the draft gives the whole model's plain ids.
     const whole = run(["-m", target, ...gen]);
-    const piped = run([...where, "--draft", draft, ...gen]);
+    const piped = run([...where, "--draft", draft, "--spec-k", "2", ...gen]);
     assert.deepEqual(piped.ids, whole.ids);
-    assert.ok(piped.speculative.acceptance >= 0.2, JSON.stringify(piped.speculative));
+    assert.ok(piped.speculative.acceptance >= 0.3, JSON.stringify(piped.speculative));
+    assert.deepEqual(run([...where, "--draft", draft, ...gen]).ids, whole.ids);
     // Seeded sampling: the pipeline draws what the whole model draws, plain and with the draft
     // at a fixed K (speculative sampling keeps the distribution, not the draws of plain
     // sampling, and adaptive K follows the measured times).
