@@ -37,6 +37,16 @@ size_t Q8KRowBytes(int64_t cols) {
          static_cast<size_t>(cols / 256) * 4;
 }
 
+// std::nearbyint in the default rounding mode (to nearest, ties to even) for |v| < 2^22, inline
+// so the loops below vectorise (the library calls took ~18% of a prompt's time): adding 1.5 *
+// 2^23 leaves the rounded integer in the low mantissa bits.
+inline int32_t RoundToNearestEven(float v) {
+  const float biased = v + 12582912.f;
+  int32_t bits;
+  std::memcpy(&bits, &biased, sizeof(bits));
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
 void Q8Rows(const float* x, int64_t cols, void* out, float* block_s) {
   auto* p = static_cast<uint8_t*>(out);
   const int64_t nb = cols / kQBlock;
@@ -45,8 +55,12 @@ void Q8Rows(const float* x, int64_t cols, void* out, float* block_s) {
   float* d = reinterpret_cast<float*>(p + cols + nb * 4);
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQBlock;
+    // As std::fmax: a NaN is passed over, an infinity kept.
     float amax = 0.f;
-    for (int j = 0; j < kQBlock; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+    for (int j = 0; j < kQBlock; ++j) {
+      const float a = std::fabs(xb[j]);
+      amax = a > amax ? a : amax;
+    }
     const float scale = amax / 127.f;
     const float inv = amax != 0.f ? 127.f / amax : 0.f;
     d[b] = Fp16ToFp32(Fp32ToFp16(scale));
@@ -54,8 +68,12 @@ void Q8Rows(const float* x, int64_t cols, void* out, float* block_s) {
     for (int j = 0; j < kQBlock; ++j) {
       // Finite activations give |x * inv| <= 127. A NaN or an infinity (a model that overflowed,
       // or garbage from a peer: found by fuzz_worker) must not reach the conversion, which is
-      // undefined outside int8's range; fmax/fmin map NaN to -127 and bound the rest.
-      qs[b * kQBlock + j] = static_cast<int8_t>(std::nearbyint(std::fmin(std::fmax(xb[j] * inv, -127.f), 127.f)));
+      // undefined outside int8's range: as std::fmax/std::fmin would, NaN goes to -127 and the
+      // rest is bounded.
+      float v = xb[j] * inv;
+      v = v > -127.f ? v : -127.f;
+      v = v < 127.f ? v : 127.f;
+      qs[b * kQBlock + j] = static_cast<int8_t>(RoundToNearestEven(v));
       sum += qs[b * kQBlock + j];
     }
     sums[b] = sum;
