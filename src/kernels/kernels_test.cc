@@ -13,6 +13,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/quant/q4_0.h"
 #include "kernels/quant/q8_0.h"
+#include "kernels/quant/search.h"
 #include "kernels/quant/float_formats.h"
 #include "kernels/weights.h"
 
@@ -360,6 +361,36 @@ TEST(Kernels, Q8ActivationRowsAreTheFormerBytes) {
     }
   }
   EXPECT_GT(ties, 1000);
+}
+
+// The same for the q8_K rows of the K-quants and iq4: their codes were rounded by a call to
+// quant::NearestInt per value, now inline. Finite rows (a NaN here is another matter: the
+// K-quant rows' scale search is ggml's, NaN-blind, in both).
+TEST(Kernels, Q8KActivationRowsAreTheFormerCodes) {
+  const int64_t cols = 2048;
+  std::mt19937 rng(25);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (int row = 0; row < 100; ++row) {
+    std::vector<float> x(cols);
+    for (int64_t i = 0; i < cols; ++i) x[i] = row % 4 == 0 ? std::round(normal(rng) * 10.f) + 0.5f : normal(rng);
+    if (row % 4 == 0) {
+      for (int64_t b = 0; b < cols / 256; ++b) x[b * 256 + 7] = -127.f;  // iscale exactly 1: the .5 values tie
+    }
+    for (int64_t i = 0; i < cols; ++i) x[i] = std::clamp(x[i], -127.f, 126.5f);
+    std::vector<uint8_t> now(ActRowBytes(WeightType::kQ4K, cols));
+    ConvertActRow(WeightType::kQ4K, x.data(), cols, now.data());
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      float max = 0, amax = 0;
+      for (int j = 0; j < 256; ++j) {
+        if (std::fabs(x[b * 256 + j]) > amax) amax = std::fabs(x[b * 256 + j]), max = x[b * 256 + j];
+      }
+      const float iscale = -127.f / max;
+      for (int j = 0; j < 256; ++j) {
+        const int former = std::min(127, quant::NearestInt(iscale * x[b * 256 + j]));
+        ASSERT_EQ(static_cast<int8_t>(now[b * 256 + j]), former) << "row " << row << ", block " << b << ", " << j;
+      }
+    }
+  }
 }
 
 }  // namespace
