@@ -55,8 +55,9 @@ class KController {
   static constexpr int kConfidenceBins = 10;
   static constexpr double kDecay = 0.95;  // of the acceptance counts, per verify
   static constexpr double kShrink = 2;    // pseudo-drafts at the overall rate in each state's rate
-  // At K = 0 a probe drafts every kProbeEvery steps; alone, each probe after which K stays 0
-  // doubles that, up to kProbeEveryMost.
+  // At K = 0 a probe drafts every kProbeEvery steps. Alone, a probe after which K stays 0
+  // doubles that (up to kProbeEveryMost) unless it had every draft taken and plain decoding is
+  // not measured faster (PlainIsFaster); then it is kProbeEvery again.
   static constexpr int kProbeEvery = 8;
   static constexpr int kProbeEveryMost = 32;
   // A trial: kPlainTrialSteps plain steps in a row, while drafting steps (whole steps as
