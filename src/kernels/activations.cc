@@ -37,16 +37,6 @@ size_t Q8KRowBytes(int64_t cols) {
          static_cast<size_t>(cols / 256) * 4;
 }
 
-// std::nearbyint in the default rounding mode (to nearest, ties to even) for |v| < 2^22, inline
-// so the loops below vectorise (the library calls took ~18% of a prompt's time): adding 1.5 *
-// 2^23 leaves the rounded integer in the low mantissa bits.
-inline int32_t RoundToNearestEven(float v) {
-  const float biased = v + 12582912.f;
-  int32_t bits;
-  std::memcpy(&bits, &biased, sizeof(bits));
-  return (bits & 0x007fffff) - 0x00400000;
-}
-
 void Q8Rows(const float* x, int64_t cols, void* out, float* block_s) {
   auto* p = static_cast<uint8_t*>(out);
   const int64_t nb = cols / kQBlock;
@@ -73,7 +63,7 @@ void Q8Rows(const float* x, int64_t cols, void* out, float* block_s) {
       float v = xb[j] * inv;
       v = v > -127.f ? v : -127.f;
       v = v < 127.f ? v : 127.f;
-      qs[b * kQBlock + j] = static_cast<int8_t>(RoundToNearestEven(v));
+      qs[b * kQBlock + j] = static_cast<int8_t>(quant::NearestInt(v));
       sum += qs[b * kQBlock + j];
     }
     sums[b] = sum;
@@ -113,8 +103,7 @@ void Q8KRow(const float* x, int64_t cols, void* out) {
       continue;
     }
     const float iscale = -127.f / max;
-    // quant::NearestInt's rounding, inline (the call per value was most of this row's time).
-    for (int j = 0; j < 256; ++j) qb[j] = static_cast<int8_t>(std::min(127, RoundToNearestEven(iscale * xb[j])));
+    for (int j = 0; j < 256; ++j) qb[j] = static_cast<int8_t>(std::min(127, quant::NearestInt(iscale * xb[j])));
     for (int j = 0; j < 16; ++j) {
       int32_t sum = 0;
       for (int i = 0; i < 16; ++i) sum += qb[16 * j + i];

@@ -363,9 +363,9 @@ TEST(Kernels, Q8ActivationRowsAreTheFormerBytes) {
   EXPECT_GT(ties, 1000);
 }
 
-// The same for the q8_K rows of the K-quants and iq4: their codes were rounded by a call to
-// quant::NearestInt per value, now inline. Finite rows (a NaN here is another matter: the
-// K-quant rows' scale search is ggml's, NaN-blind, in both).
+// The same for the q8_K rows of the K-quants and iq4: the codes are ggml's quantize_row_q8_K
+// (the value of largest magnitude maps to -127, ties to even, clamped at 127), recomputed here
+// per block. Finite rows (a NaN here is another matter: the scale search is ggml's, NaN-blind).
 TEST(Kernels, Q8KActivationRowsAreTheFormerCodes) {
   const int64_t cols = 2048;
   std::mt19937 rng(25);

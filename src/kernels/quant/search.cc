@@ -12,14 +12,6 @@ namespace {
 constexpr float kGroupMaxEps = 1e-15f;  // a group this small is all zeros
 }  // namespace
 
-int NearestInt(float x) {
-  // Adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits.
-  const float biased = x + 12582912.f;
-  int32_t bits;
-  std::memcpy(&bits, &biased, sizeof(bits));
-  return (bits & 0x007fffff) - 0x00400000;
-}
-
 float MakeQxQuants(int n, int nmax, const float* x, int8_t* L, int rmse_type) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {

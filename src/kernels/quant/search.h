@@ -5,11 +5,20 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace daisy::kernels::quant {
 
-// Round to nearest, ties to even, for |x| < 2^22 (ggml's nearest_int).
-int NearestInt(float x);
+// Round to nearest, ties to even, for |x| < 2^22 (ggml's nearest_int); as std::nearbyint in the
+// default rounding mode there. Inline, so loops over activations vectorise (a call per value
+// was ~18% of a prompt's time in the q8 activation rows).
+inline int NearestInt(float x) {
+  // Adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits.
+  const float biased = x + 12582912.f;
+  int32_t bits;
+  std::memcpy(&bits, &biased, sizeof(bits));
+  return (bits & 0x007fffff) - 0x00400000;
+}
 
 // Symmetric codes in [-nmax, nmax - 1], stored + nmax in L; returns the scale. rmse_type 1
 // weighs by x^2 and tries 18 scales around nmax / max (make_qx_quants; q6_K).
