@@ -64,7 +64,7 @@ Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given) {
   return Status::Ok();
 }
 
-Result<Loaded> Load(const CoordinatorFlags& f) {
+Result<Loaded> Load(const CoordinatorFlags& f, std::shared_ptr<runtime::ThreadPool> pool) {
   Loaded l;
   l.kernels = &kernels::BestKernels();
   if (!f.kernels.empty()) {
@@ -80,7 +80,7 @@ Result<Loaded> Load(const CoordinatorFlags& f) {
   if (!f.model.empty() && !f.workers.empty()) {
     return InvalidArgument("--workers runs with shards: --shard DIR/stage-0.daisy --workers ...");
   }
-  l.pool = std::make_unique<runtime::ThreadPool>(f.threads);
+  l.pool = pool != nullptr ? std::move(pool) : std::make_shared<runtime::ThreadPool>(f.threads);
   std::string path;
   if (!f.model.empty()) {
     DAISY_ASSIGN_OR_RETURN(l.model, model::Model::Load(f.model, {.threads = l.pool->size()}));
@@ -213,7 +213,7 @@ Result<std::unique_ptr<Speculation>> MakeSpeculation(const SpeculativeFlags& s, 
   df.batch = f.batch;
   df.kernels = f.kernels;
   df.mmap_weights = f.mmap_weights;
-  auto l = Load(df);
+  auto l = Load(df, target.pool);
   if (!l.ok()) return Status(l.status().code(), "--draft: " + l.status().message());
   spec->draft = std::move(*l);
   const tokenizer::Tokenizer& a = *target.tokenizer;

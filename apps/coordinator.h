@@ -60,14 +60,18 @@ struct Loaded {
   std::unique_ptr<model::Model> model;  // -m
   std::vector<shard::Shard> shards;          // --shard
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
-  std::unique_ptr<runtime::ThreadPool> pool;
+  // Shared by a draft model loaded in the same process (MakeSpeculation): the target's and the
+  // draft's forwards run one after the other on the coordinator's thread, and two pools of
+  // spinning workers on the same cores would take turns stealing them from each other.
+  std::shared_ptr<runtime::ThreadPool> pool;
   const kernels::KernelTable* kernels = nullptr;
   const model::Model& first() const { return model ? *model : *shards.front().model; }
   // A name for the model: general.name, else the file name.
   std::string name;
 };
 
-Result<Loaded> Load(const CoordinatorFlags& f);
+// `pool`: the threads to run on (nullptr: a new pool of f.threads).
+Result<Loaded> Load(const CoordinatorFlags& f, std::shared_ptr<runtime::ThreadPool> pool = nullptr);
 
 // The coordinator's pipeline: the model or the local shards, then the workers. `ctx`: KV
 // positions per sequence; `max_seqs`: sequences at once; `rope_context`: the context the user

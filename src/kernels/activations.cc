@@ -17,9 +17,8 @@ size_t Q8RowBytes(int64_t cols) { return static_cast<size_t>(cols) + static_cast
 
 void CopyRow(const float* x, int64_t cols, void* out) { std::memcpy(out, x, cols * sizeof(float)); }
 
-void RoundF16Row(const float* x, int64_t cols, void* out) {
-  float* y = static_cast<float*>(out);
-  for (int64_t i = 0; i < cols; ++i) y[i] = Fp16ToFp32(Fp32ToFp16(x[i]));
+void RoundF16Activations(const float* x, int64_t cols, void* out) {
+  RoundF16Row(x, static_cast<float*>(out), static_cast<size_t>(cols));
 }
 
 void RoundBF16Row(const float* x, int64_t cols, void* out) {
@@ -116,7 +115,7 @@ void Q8KRow(const float* x, int64_t cols, void* out) {
 
 constexpr ActFormat kActFormats[kNumActTypes] = {
     {ActType::kF32, "f32", FloatRowBytes, CopyRow},
-    {ActType::kF16Rounded, "f16-rounded", FloatRowBytes, RoundF16Row},
+    {ActType::kF16Rounded, "f16-rounded", FloatRowBytes, RoundF16Activations},
     {ActType::kBF16Rounded, "bf16-rounded", FloatRowBytes, RoundBF16Row},
     {ActType::kQ8, "q8_0+sums", Q8RowBytes, Q8Row},
     {ActType::kQ8_1, "q8_1+sums", Q8_1RowBytes, Q8_1Row},

@@ -1,5 +1,6 @@
 // f16 and bf16 <-> f32 conversions, bit-exact with ggml's reference conversions:
-// round-to-nearest-even, NaN kept quiet, subnormals handled. Scalar code, safe on any CPU.
+// round-to-nearest-even, NaN kept quiet, subnormals handled. The single values are scalar
+// code, safe on any CPU; the f16 rows use F16C where the CPU has it, with the same bits.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,14 @@ float Bf16ToFp32(uint16_t h);
 
 void Fp32ToFp16Row(const float* x, uint16_t* y, size_t n);
 void Fp16ToFp32Row(const uint16_t* x, float* y, size_t n);
+// x rounded to f16 and back, into y (may be x).
+void RoundF16Row(const float* x, float* y, size_t n);
 void Fp32ToBf16Row(const float* x, uint16_t* y, size_t n);
 void Bf16ToFp32Row(const uint16_t* x, float* y, size_t n);
+
+// The rows without F16C on any CPU (the reference the rows are tested against).
+void Fp32ToFp16RowScalar(const float* x, uint16_t* y, size_t n);
+void Fp16ToFp32RowScalar(const uint16_t* x, float* y, size_t n);
+void RoundF16RowScalar(const float* x, float* y, size_t n);
 
 }  // namespace daisy::kernels

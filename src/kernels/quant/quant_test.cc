@@ -61,6 +61,42 @@ TEST(Fp16, RoundsToNearest) {
   }
 }
 
+// The rows (F16C where the CPU has it) give the scalar code's bits for every f32 bit pattern
+// class: all 2^19 sign/exponent/top-mantissa prefixes, each with the low 13 bits (the ones
+// rounded away) at the tie, around it, zero and full, plus every half for the way back. Rows
+// of odd lengths cover the scalar tails.
+TEST(Fp16, RowsMatchTheScalarCode) {
+  const uint32_t lows[] = {0, 1, 0xfff, 0x1000, 0x1001, 0x1fff, 0x0800, 0x1800};
+  std::vector<float> x;
+  x.reserve((size_t{1} << 19) * std::size(lows));
+  for (uint32_t hi = 0; hi < (1u << 19); ++hi) {
+    for (const uint32_t lo : lows) x.push_back(std::bit_cast<float>((hi << 13) | lo));
+  }
+  for (const size_t n : {x.size(), size_t{13}, size_t{7}}) {
+    std::vector<uint16_t> fast(n), slow(n);
+    Fp32ToFp16Row(x.data(), fast.data(), n);
+    Fp32ToFp16RowScalar(x.data(), slow.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(fast[i], slow[i]) << "f32 0x" << std::hex << std::bit_cast<uint32_t>(x[i]);
+    }
+    std::vector<float> rf(n), rs(n);
+    RoundF16Row(x.data(), rf.data(), n);
+    RoundF16RowScalar(x.data(), rs.data(), n);
+    ASSERT_EQ(0, std::memcmp(rf.data(), rs.data(), n * sizeof(float)));
+  }
+  std::vector<uint16_t> halves(0x10000 + 5);
+  for (size_t h = 0; h < halves.size(); ++h) halves[h] = static_cast<uint16_t>(h);
+  std::vector<float> fast(halves.size()), slow(halves.size());
+  Fp16ToFp32Row(halves.data(), fast.data(), halves.size());
+  Fp16ToFp32RowScalar(halves.data(), slow.data(), halves.size());
+  ASSERT_EQ(0, std::memcmp(fast.data(), slow.data(), fast.size() * sizeof(float)));
+  // In place, as the activation rows of f16 weights use it.
+  std::vector<float> same(x.begin(), x.begin() + 1001), expect(1001);
+  RoundF16RowScalar(same.data(), expect.data(), same.size());
+  RoundF16Row(same.data(), same.data(), same.size());
+  ASSERT_EQ(0, std::memcmp(same.data(), expect.data(), same.size() * sizeof(float)));
+}
+
 TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(Fp32ToBf16(1.f), 0x3f80);
   EXPECT_EQ(Fp32ToBf16(std::bit_cast<float>(0x3f808000u)), 0x3f80);  // tie, even stays
