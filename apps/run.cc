@@ -132,6 +132,7 @@ int Run(const RunFlags& f) {
                         {"prompt_tok_s", prompt_tps},
                         {"decode_tok_s", decode_tps},
                         {"threads", l.pool->size()},
+                        {"process_threads", ProcessThreads()},
                         {"stages", StageCount(**pipe)},
                         {"wire", f.workers.empty() ? "none" : f.wire},
                         {"wire_bytes_sent", (*pipe)->wire_bytes_sent()},

@@ -1,5 +1,8 @@
 #include "base/memory_stats.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -27,6 +30,13 @@ uint64_t HugePageBytes() {
   }
   std::fclose(f);
   return kib * 1024;
+}
+
+int ProcessThreads() {
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return ec ? 0 : n;
 }
 
 }  // namespace daisy

@@ -16,4 +16,7 @@ uint64_t PeakRssBytes();
 // /proc/self/smaps_rollup); 0 where the kernel does not say.
 uint64_t HugePageBytes();
 
+// Threads this process has now (the entries of /proc/self/task); 0 where the kernel does not say.
+int ProcessThreads();
+
 }  // namespace daisy

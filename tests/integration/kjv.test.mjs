@@ -52,6 +52,18 @@ test("the real draft: identical greedy ids, real acceptance, fewer target forwar
   assert.deepEqual(run(["-m", target, "--draft", draft, "-p", PROMPT, "-n", "64", "--ignore-eos"]).ids, plain.ids);
 });
 
+test("a draft on the coordinator's node runs on the target's threads: no second pool on the same cores", () => {
+  // Two pools of spinning workers on two cores took turns stealing them: K = 2 ran at a third
+  // of plain decoding's speed with -t 2 (docs/benchmarks.md). The draft adds no thread now.
+  const args = ["-p", PROMPT, "-n", "16", "--ignore-eos", "-t", "2", "--json"];
+  const plain = lastJson(must(["run", "-m", target, ...args]).out);
+  const spec = lastJson(must(["run", "-m", target, "--draft", draft, "--spec-k", "2", ...args]).out);
+  assert.equal(plain.threads, 2);
+  assert.ok(plain.process_threads >= 2, JSON.stringify(plain));
+  assert.equal(spec.process_threads, plain.process_threads, JSON.stringify({plain, spec}));
+  assert.deepEqual(spec.ids, plain.ids);
+});
+
 test("over a 3-stage pipeline on loopback, with the draft: the whole model's ids, seeded sampling too", async () => {
   const shards = path.join(dir, "s3");
   compile(target, shards, ["--stages", "3"]);
