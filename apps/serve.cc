@@ -112,6 +112,8 @@ int Serve(const ServeFlags& f) {
   ho.header_timeout = std::min(ho.header_timeout, ho.body_timeout);
   auto chat = serve::ChatTemplate::ForModel(tok, f.chat_template);
   if (!chat.ok() && !f.chat_template.empty()) return Fail(chat.status().message());
+  ho.kernels = l.kernels->name;
+  ho.cpu = kernels::CpuModel();
   auto server = serve::HttpServer::Start(ho, scheduler, tok, std::move(chat));
   if (!server.ok()) return Fail(server.status().message());
   if (api_key.empty()) {
@@ -121,6 +123,7 @@ int Serve(const ServeFlags& f) {
                           {"model", ho.model_name},   {"stages", stages},
                           {"micro_batches", so.micro_batches}, {"max_seqs", so.max_seqs},
                           {"ctx", ctx},               {"kernels", l.kernels->name},
+                          {"cpu", kernels::CpuModel()},
                           {"huge_page_bytes", HugePageBytes()},
                           {"speculative", f.spec.lookup ? "lookup" : f.spec.draft.empty() ? "off" : "draft"}};
   std::printf("%s\n", ready.dump().c_str());

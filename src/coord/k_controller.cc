@@ -227,9 +227,9 @@ int KController::Choose(const Others& others) {
 
 bool KController::PlainTrialDue(double best_rate) const {
   const Timing& plain = (*verify_)[0];
-  // Two plain steps measure it (the first may be slow: buffers and caches warm); K = 0's time
+  // kPlainTimedSteps plain steps measure it (the first may be slow: buffers and caches warm); K = 0's time
   // is then the rule's to keep up, as any K's.
-  if (plain.n >= 2 || (plain.n == 0 ? steps_ < kPlainTrialFrom : steps_ - last_plain_step_ < kPlainTrialEvery)) {
+  if (plain.n >= kPlainTimedSteps || (plain.n == 0 ? steps_ < kPlainTrialFrom : steps_ - last_plain_step_ < kPlainTrialEvery)) {
     return false;
   }
   // What drafting steps gave (whole steps, when timed so), else what the rule expects of them,
@@ -246,7 +246,7 @@ bool KController::PlainTrialDue(double best_rate) const {
 
 bool KController::PlainIsFaster() const {
   const Timing& plain = (*verify_)[0];
-  if (plain.n < kPlainTrialSteps || drafting_steps_seconds_ <= 0) return false;
+  if (plain.n < kPlainTimedSteps || drafting_steps_seconds_ <= 0) return false;
   const double plain_rate = 1 / std::max(plain.seconds + (plain_extra_.n > 0 ? plain_extra_.seconds : 0), 1e-9);
   return drafting_steps_tokens_ / drafting_steps_seconds_ < kPlainWins * plain_rate;
 }

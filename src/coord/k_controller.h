@@ -69,6 +69,8 @@ class KController {
   // Plain decoding wins when drafting steps gave less than this times its rate.
   static constexpr double kPlainWins = 0.9;
   static constexpr int kPlainTrialSteps = 2;  // in a row: the first, after drafting, is not timed
+  // Timed plain steps that measure K = 0: trials stop there, and PlainIsFaster may speak.
+  static constexpr int kPlainTimedSteps = 2;
   static constexpr int kPlainTrialFrom = 5;
   static constexpr int kPlainTrialEvery = 8;
   // `max_rows`: the most rows a batch verifies in one forward (0: k_max + 1, one sequence).

@@ -3,11 +3,14 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#include <cstdio>
+
 #include <cstdlib>
 #include <cstring>
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/quant/float_formats.h"
 
 namespace daisy::kernels {
 
@@ -33,17 +36,9 @@ extern const OpKernels kOps;
 
 namespace {
 
-#if defined(__x86_64__)
-// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
-bool HasF16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
-}
-#endif
-
 bool HasAvx2() {
 #if defined(__x86_64__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c();
 #else
   return false;
 #endif
@@ -168,6 +163,37 @@ const KernelTable& BestKernels() {
     return all.back();
   }();
   return *best;
+}
+
+std::string CpuModel() {
+  std::string name;
+#if defined(__x86_64__)
+  unsigned regs[12] = {};
+  unsigned top = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000000u, &top, &b, &c, &d) && top >= 0x80000004u) {
+    for (unsigned i = 0; i < 3; ++i) {
+      __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2], &regs[4 * i + 3]);
+    }
+    name.assign(reinterpret_cast<const char*>(regs), sizeof regs);
+    name.resize(std::strlen(name.c_str()));
+  }
+#endif
+  if (name.find_first_not_of(' ') == std::string::npos) {
+    if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::strncmp(line, "model name", 10) == 0) {
+          if (const char* colon = std::strchr(line, ':')) name = colon + 1;
+          break;
+        }
+      }
+      std::fclose(f);
+    }
+  }
+  const size_t first = name.find_first_not_of(" \t\n");
+  if (first == std::string::npos) return "unknown";
+  name = name.substr(first, name.find_last_not_of(" \t\n") - first + 1);
+  return name;
 }
 
 }  // namespace daisy::kernels

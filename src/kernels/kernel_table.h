@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -68,6 +69,10 @@ std::vector<const KernelTable*> AllSupportedKernels();
 std::vector<const char*> UnsupportedKernelNames();
 // Looks a table up by name; nullptr when unknown or unsupported here.
 const KernelTable* FindKernels(const char* name);
+// The CPU's model name (CPUID's brand string, else /proc/cpuinfo's "model name"; "unknown"),
+// reported with the kernels by `run --json`, serve's ready line and /metrics: speeds differ by
+// host, and a result names the host it was measured on.
+std::string CpuModel();
 // Every set this build has, supported here or not (tests check each is complete).
 std::vector<KernelSet> AllKernelSets();
 

@@ -3,6 +3,23 @@
 #include "base/strings.h"
 
 namespace daisy::serve {
+namespace {
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string LabelValue(const std::string& v) {
+  std::string out;
+  for (const char ch : v) {
+    if (ch == '\\' || ch == '"') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += ch;
+  }
+  return out;
+}
+
+}  // namespace
 
 using coord::Finish;
 using coord::FinishName;
@@ -28,7 +45,8 @@ void HttpCounters::Refused(int status) {
   }
 }
 
-std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages, const http::ServerStats* conn) {
+std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages, const http::ServerStats* conn,
+                          const HostInfo& host) {
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, const std::string& samples) {
     out += StrFormat("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type) + samples;
@@ -46,6 +64,15 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
                "{outcome=\"rejected_invalid\"}");
   by += sample("daisy_requests_total", static_cast<double>(c.unauthorized), "{outcome=\"unauthorized\"}");
   metric("daisy_requests_total", "counter", "Requests by outcome.", by);
+  metric("daisy_http_errors_total", "counter",
+         "Requests the API answered with an error other than a bad request, by status: 404 (no such route or "
+         "model), 429 (a full queue; also daisy_requests_total{outcome=\"rejected_busy\"}), 5xx (failed).",
+         sample("daisy_http_errors_total", static_cast<double>(c.not_found), "{status=\"404\"}") +
+             sample("daisy_http_errors_total", static_cast<double>(c.too_busy), "{status=\"429\"}") +
+             sample("daisy_http_errors_total", static_cast<double>(c.failed), "{status=\"5xx\"}"));
+  metric("daisy_host_info", "gauge", "Where this server computes: its kernel table and CPU model (always 1).",
+         sample("daisy_host_info", 1,
+                StrFormat("{kernels=\"%s\",cpu=\"%s\"}", LabelValue(host.kernels).c_str(), LabelValue(host.cpu).c_str())));
   metric("daisy_prompt_tokens_total", "counter", "Prompt tokens read.", sample("daisy_prompt_tokens_total", static_cast<double>(m.prompt_tokens)));
   metric("daisy_generated_tokens_total", "counter", "Tokens generated.", sample("daisy_generated_tokens_total", static_cast<double>(m.generated_tokens)));
   metric("daisy_generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.",

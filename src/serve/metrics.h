@@ -25,8 +25,13 @@ struct HttpCounters {
   void Refused(int status);
 };
 
+// Where the server runs: the kernel table and the CPU (daisy_host_info's labels).
+struct HostInfo {
+  std::string kernels, cpu;
+};
+
 // `conn`: the HTTP layer's connection counters, when there is one.
 std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int stages,
-                          const http::ServerStats* conn = nullptr);
+                          const http::ServerStats* conn = nullptr, const HostInfo& host = {});
 
 }  // namespace daisy::serve

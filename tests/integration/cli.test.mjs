@@ -105,6 +105,12 @@ test("run generates, streams, reports speeds, and is reproducible", () => {
   assert.equal(g.ids.length, 12);
   assert.equal(g.prompt_tokens, 3);
   assert.ok(g.prompt_tok_s > 0 && g.decode_tok_s > 0);
+  // The host a speed was measured on: the kernel table and the CPU's model name.
+  assert.ok(["scalar", "avx2", "avx512"].includes(g.kernels), g.kernels);
+  const cpuinfo = fs.existsSync("/proc/cpuinfo") ? fs.readFileSync("/proc/cpuinfo", "utf8") : "";
+  const cpuName = /^model name\s*:\s*(.*)$/m.exec(cpuinfo);
+  if (cpuName) assert.equal(g.cpu, cpuName[1].trim());
+  else assert.ok(typeof g.cpu === "string" && g.cpu.length > 0, g.cpu);
   assert.match(greedy.err, /prompt 3 tokens, [\d.]+ tok\/s; generated 12 tokens/);
   // The same greedy ids with every kernel table and thread count (within one table the bits
   // are batch- and thread-invariant; across tables only near-ties could differ, and this

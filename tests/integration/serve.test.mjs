@@ -192,8 +192,10 @@ test("bad requests get OpenAI-style 4xx errors and the server stays up", async (
     assert.equal(j.error.type, "invalid_request_error", body);
     assert.ok(j.error.message.length > 0);
   }
+  const notFound = await metric(whole, 'daisy_http_errors_total{status="404"}');
   const missing = await fetch(`${base}/v1/engines`, {headers: auth});
   assert.equal(missing.status, 404);
+  assert.equal(await metric(whole, 'daisy_http_errors_total{status="404"}'), notFound + 1);
   const wrongMethod = await fetch(`${base}/v1/completions`, {headers: auth});
   assert.equal(wrongMethod.status, 405);
   assert.equal(wrongMethod.headers.get("allow"), "POST");
@@ -361,6 +363,11 @@ test("/metrics reports throughput, queue, micro-batches, timing and KV", async (
   }
   assert.ok(await metric(pipe, "daisy_generated_tokens_total") > 0);
   assert.equal(await metric(pipe, "daisy_stages"), 2);
+  // Where it computes: the kernel table and the CPU, as the ready line says.
+  const text = await (await fetch(`http://127.0.0.1:${pipe.ready.port}/metrics`)).text();
+  const esc = (v) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
+  assert.ok(pipe.ready.cpu.length > 0 && pipe.ready.kernels.length > 0, JSON.stringify(pipe.ready));
+  assert.ok(text.includes(`daisy_host_info{kernels="${esc(pipe.ready.kernels)}",cpu="${esc(pipe.ready.cpu)}"} 1\n`), text);
   assert.equal(await metric(pipe, "daisy_kv_positions_capacity"), 4 * 512);
   // Every stage's KV holders, the worker's from its pongs: all free once the requests are done.
   let held = [1, 1];

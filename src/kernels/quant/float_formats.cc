@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -42,7 +43,7 @@ __attribute__((target("avx,f16c"))) void RoundF16RowF16c(const float* x, float* 
 }
 
 bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool has = CpuHasF16c();
   return has;
 }
 #else
@@ -50,6 +51,17 @@ bool HasF16c() { return false; }
 #endif
 
 }  // namespace
+
+bool CpuHasF16c() {
+#if defined(__x86_64__)
+  // CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c"); its
+  // 256-bit forms need AVX's registers enabled by the OS, which "avx" checks.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+#else
+  return false;
+#endif
+}
 
 uint16_t Fp32ToFp16(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);

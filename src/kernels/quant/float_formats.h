@@ -20,6 +20,9 @@ void RoundF16Row(const float* x, float* y, size_t n);
 void Fp32ToBf16Row(const float* x, uint16_t* y, size_t n);
 void Bf16ToFp32Row(const uint16_t* x, float* y, size_t n);
 
+// Whether this CPU (and OS) runs F16C's 256-bit conversions.
+bool CpuHasF16c();
+
 // The rows without F16C on any CPU (the reference the rows are tested against).
 void Fp32ToFp16RowScalar(const float* x, uint16_t* y, size_t n);
 void Fp16ToFp32RowScalar(const uint16_t* x, float* y, size_t n);
