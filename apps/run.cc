@@ -67,6 +67,7 @@ Result<std::vector<int32_t>> PromptIds(const RunFlags& f, const tokenizer::Token
 }
 
 int Run(const RunFlags& f) {
+  const auto start = std::chrono::steady_clock::now();
   auto loaded = Load(f);
   if (!loaded.ok()) return Fail(loaded.status().message());
   Loaded& l = *loaded;
@@ -87,6 +88,8 @@ int Run(const RunFlags& f) {
   auto spec = MakeSpeculation(f.spec, f, l, ctx + f.spec.k_max + 1, 1, ctx);
   if (!spec.ok()) return Fail(spec.status().message());
   coord::Drafter* drafter = (*spec)->drafter.get();
+  // Reading, checking and laying out the weights (the draft's too), and making the pipeline.
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   options.drafter = drafter;
   options.spec_k = f.spec.k;
   options.spec_k_max = f.spec.k_max;
@@ -133,6 +136,7 @@ int Run(const RunFlags& f) {
                         {"decode_tok_s", decode_tps},
                         {"threads", l.pool->size()},
                         {"process_threads", ProcessThreads()},
+                        {"load_seconds", load_seconds},
                         {"stages", StageCount(**pipe)},
                         {"wire", f.workers.empty() ? "none" : f.wire},
                         {"wire_bytes_sent", (*pipe)->wire_bytes_sent()},

@@ -30,7 +30,7 @@ void PackInt(const uint8_t* const blocks[kRowGroup], uint8_t* data, uint16_t* sc
     DecomposeBlock(kType, blocks[l], rows[l]);
     present[l] = &rows[l];
   }
-  PackIntBlock(*IntLayoutOf(kType), present, data, scales);
+  PackIntBlockFor<*IntLayoutOf(kType)>(present, data, scales);
 }
 
 // A row of the integer family: {type, name, ggml id, GGUF block elements and bytes, activation}.

@@ -11,14 +11,30 @@ namespace {
 // The -dmin the value formula adds (negating an f16 is exact: flip its sign bit).
 uint16_t Negated(uint16_t h) { return static_cast<uint16_t>(h ^ 0x8000u); }
 
-// A 32-element block's 4-bit code of element e (byte j: elements j and j + 16).
-int Nibble32(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; }
-// 2-bit code of element e of a q2_K/q3_K super-block.
-int TwoBits(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
-// 4-bit code of element e of a q4_K/q5_K super-block.
-int NibbleK(const uint8_t* qs, int e) {
-  const int c = e / 64, w = e % 64;
-  return w < 32 ? qs[32 * c + w] & 15 : qs[32 * c + w - 32] >> 4;
+// A 32-element block's 4-bit codes (byte j: elements j and j + 16).
+void Nibbles32(const uint8_t* qs, uint8_t* code) {
+  for (int j = 0; j < 16; ++j) {
+    code[j] = qs[j] & 15;
+    code[j + 16] = qs[j] >> 4;
+  }
+}
+// The 2-bit codes of a q2_K/q3_K super-block: element 128 a + 32 k + j is bits 2k of qs[32 a + j].
+void TwoBitsK(const uint8_t* qs, uint8_t* code) {
+  for (int a = 0; a < 2; ++a) {
+    for (int k = 0; k < 4; ++k) {
+      for (int j = 0; j < 32; ++j) code[128 * a + 32 * k + j] = (qs[32 * a + j] >> (2 * k)) & 3;
+    }
+  }
+}
+// The 4-bit codes of a q4_K/q5_K super-block: chunk c of 64 elements is qs[32 c ..]'s low nibbles
+// then its high nibbles.
+void NibblesK(const uint8_t* qs, uint8_t* code) {
+  for (int c = 0; c < 4; ++c) {
+    for (int w = 0; w < 32; ++w) {
+      code[64 * c + w] = qs[32 * c + w] & 15;
+      code[64 * c + 32 + w] = qs[32 * c + w] >> 4;
+    }
+  }
 }
 
 }  // namespace
@@ -28,7 +44,7 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
   switch (type) {
     case WeightType::kQ4_1: {
       const auto* b = reinterpret_cast<const BlockQ4_1*>(block);
-      for (int e = 0; e < 32; ++e) out.code[e] = static_cast<uint8_t>(Nibble32(b->qs, e));
+      Nibbles32(b->qs, out.code);
       out.d = b->d;
       out.e = b->m;
       break;
@@ -41,7 +57,8 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
                                                       : reinterpret_cast<const BlockQ5_1*>(block)->qh;
       uint32_t qh;
       std::memcpy(&qh, qhb, 4);
-      for (int e = 0; e < 32; ++e) out.code[e] = static_cast<uint8_t>(Nibble32(qs, e) | (((qh >> e) & 1) << 4));
+      Nibbles32(qs, out.code);
+      for (int e = 0; e < 32; ++e) out.code[e] |= static_cast<uint8_t>(((qh >> e) & 1) << 4);
       if (type == WeightType::kQ5_0) {
         out.d = reinterpret_cast<const BlockQ5_0*>(block)->d;
       } else {
@@ -52,13 +69,13 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
     }
     case WeightType::kIq4Nl: {
       const auto* b = reinterpret_cast<const BlockIq4Nl*>(block);
-      for (int e = 0; e < 32; ++e) out.code[e] = static_cast<uint8_t>(Nibble32(b->qs, e));
+      Nibbles32(b->qs, out.code);
       out.d = b->d;
       break;
     }
     case WeightType::kQ2K: {
       const auto* b = reinterpret_cast<const BlockQ2K*>(block);
-      for (int e = 0; e < 256; ++e) out.code[e] = static_cast<uint8_t>(TwoBits(b->qs, e));
+      TwoBitsK(b->qs, out.code);
       for (int j = 0; j < 16; ++j) {
         out.scale[j] = static_cast<int8_t>(b->scales[j] & 15);
         out.min[j] = static_cast<uint8_t>(b->scales[j] >> 4);
@@ -69,8 +86,10 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
     }
     case WeightType::kQ3K: {
       const auto* b = reinterpret_cast<const BlockQ3K*>(block);
-      for (int e = 0; e < 256; ++e) {
-        out.code[e] = static_cast<uint8_t>(TwoBits(b->qs, e) | (((b->hmask[e % 32] >> (e / 32)) & 1) << 2));
+      TwoBitsK(b->qs, out.code);
+      // Element 32 i + j's high bit is bit i of hmask[j].
+      for (int i = 0; i < 8; ++i) {
+        for (int j = 0; j < 32; ++j) out.code[32 * i + j] |= static_cast<uint8_t>(((b->hmask[j] >> i) & 1) << 2);
       }
       for (int j = 0; j < 16; ++j) out.scale[j] = static_cast<int8_t>(ScaleQ3K(j, b->scales) - 32);
       out.d = b->d;
@@ -82,10 +101,12 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
       const auto* b4 = reinterpret_cast<const BlockQ4K*>(block);
       const auto* b5 = reinterpret_cast<const BlockQ5K*>(block);
       const uint8_t* scales = five ? b5->scales : b4->scales;
-      for (int e = 0; e < 256; ++e) {
-        int code = NibbleK(five ? b5->qs : b4->qs, e);
-        if (five) code |= ((b5->qh[e % 32] >> (2 * (e / 64) + (e % 64) / 32)) & 1) << 4;
-        out.code[e] = static_cast<uint8_t>(code);
+      NibblesK(five ? b5->qs : b4->qs, out.code);
+      if (five) {
+        // Element 32 i + j's fifth bit is bit i of qh[j].
+        for (int i = 0; i < 8; ++i) {
+          for (int j = 0; j < 32; ++j) out.code[32 * i + j] |= static_cast<uint8_t>(((b5->qh[j] >> i) & 1) << 4);
+        }
       }
       for (int j = 0; j < 8; ++j) {
         uint8_t sc, m;
@@ -99,11 +120,16 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
     }
     case WeightType::kQ6K: {
       const auto* b = reinterpret_cast<const BlockQ6K*>(block);
-      for (int e = 0; e < 256; ++e) {
-        const int h = e / 128, k = (e % 128) / 32, j = e % 32;
-        const int low = (b->ql[64 * h + j + 32 * (k & 1)] >> (4 * (k >> 1))) & 0xF;
-        const int high = (b->qh[32 * h + j] >> (2 * k)) & 3;
-        out.code[e] = static_cast<uint8_t>(low | (high << 4));
+      // Element 128 h + 32 k + j: low nibble from ql, two high bits from qh.
+      for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t* ql = b->ql + 64 * h + 32 * (k & 1);
+          const uint8_t* qh = b->qh + 32 * h;
+          uint8_t* code = out.code + 128 * h + 32 * k;
+          for (int j = 0; j < 32; ++j) {
+            code[j] = static_cast<uint8_t>(((ql[j] >> (4 * (k >> 1))) & 0xF) | (((qh[j] >> (2 * k)) & 3) << 4));
+          }
+        }
       }
       for (int j = 0; j < 16; ++j) out.scale[j] = b->scales[j];
       out.d = b->d;
@@ -111,7 +137,7 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
     }
     case WeightType::kIq4Xs: {
       const auto* b = reinterpret_cast<const BlockIq4Xs*>(block);
-      for (int e = 0; e < 256; ++e) out.code[e] = static_cast<uint8_t>(Nibble32(b->qs + 16 * (e / 32), e % 32));
+      for (int i = 0; i < 8; ++i) Nibbles32(b->qs + 16 * i, out.code + 32 * i);
       for (int j = 0; j < 8; ++j) out.scale[j] = static_cast<int8_t>(ScaleIq4Xs(j, *b) - 32);
       out.d = b->d;
       break;
@@ -123,39 +149,70 @@ void DecomposeBlock(WeightType type, const uint8_t* block, RowBlock& out) {
   if (layout.extra == Extra::kSum) out.min[0] = 1;
 }
 
-void PackIntBlock(const IntLayout& layout, const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales) {
+template <IntLayout L>
+void PackIntBlockFor(const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales) {
   static const RowBlock kZero{};
-  std::memset(data, 0, layout.bytes());
+  std::memset(data, 0, L.bytes());
   for (int l = 0; l < kRowGroup; ++l) {
     const RowBlock& r = rows[l] != nullptr ? *rows[l] : kZero;
-    for (int e = 0; e < layout.block; ++e) {
-      const int code = r.code[e], s = e / 4, t = e % 4;
-      if (layout.base == CodeBase::kNib) {
-        data[layout.base_at(s) + (l % 8) * 4 + t] |= static_cast<uint8_t>((code & 15) << (l < 8 ? 0 : 4));
-      } else {
-        data[layout.base_at(s) + l * 4 + t] |= static_cast<uint8_t>((code & 3) << (2 * (s % 4)));
-      }
-      const int hi = code >> layout.high_shift();
-      if (layout.high != CodeHigh::kNone) {
-        const int mask = layout.high == CodeHigh::kH1 ? 1 : 3;
-        data[layout.high_at(s) + l * 4 + t] |= static_cast<uint8_t>((hi & mask) << layout.high_bit(s));
+    for (int s = 0; s < L.block / 4; ++s) {
+      uint8_t* base = data + L.base_at(s) + (L.base == CodeBase::kNib ? (l % 8) * 4 : l * 4);
+      [[maybe_unused]] uint8_t* high = data + L.high_at(s) + l * 4;
+      for (int t = 0; t < 4; ++t) {
+        const int code = r.code[4 * s + t];
+        if constexpr (L.base == CodeBase::kNib) {
+          base[t] |= static_cast<uint8_t>((code & 15) << (l < 8 ? 0 : 4));
+        } else {
+          base[t] |= static_cast<uint8_t>((code & 3) << (2 * (s % 4)));
+        }
+        if constexpr (L.high != CodeHigh::kNone) {
+          constexpr int kMask = L.high == CodeHigh::kH1 ? 1 : 3;
+          high[t] |= static_cast<uint8_t>(((code >> L.high_shift()) & kMask) << L.high_bit(s));
+        }
       }
     }
-    for (int j = 0; j < layout.nsub(); ++j) {
-      uint8_t* sc = data + layout.scales_at() + IntLayout::SubIndex(j, l);
-      switch (layout.scales) {
-        case SubScales::kNone: break;
-        case SubScales::kInt8: *sc = static_cast<uint8_t>(r.scale[j]); break;
-        case SubScales::kInt8AndMin:
-          *sc = static_cast<uint8_t>(r.scale[j]);
-          data[layout.mins_at() + IntLayout::SubIndex(j, l)] = r.min[j];
-          break;
-        case SubScales::kNibbles: *sc = static_cast<uint8_t>((r.scale[j] & 15) | (r.min[j] << 4)); break;
+    for (int j = 0; j < L.nsub(); ++j) {
+      uint8_t* sc = data + L.scales_at() + IntLayout::SubIndex(j, l);
+      if constexpr (L.scales == SubScales::kInt8) {
+        *sc = static_cast<uint8_t>(r.scale[j]);
+      } else if constexpr (L.scales == SubScales::kInt8AndMin) {
+        *sc = static_cast<uint8_t>(r.scale[j]);
+        data[L.mins_at() + IntLayout::SubIndex(j, l)] = r.min[j];
+      } else if constexpr (L.scales == SubScales::kNibbles) {
+        *sc = static_cast<uint8_t>((r.scale[j] & 15) | (r.min[j] << 4));
       }
     }
     scales[l] = r.d;
-    if (layout.f16s() == 2) scales[kRowGroup + l] = r.e;
+    if constexpr (L.f16s() == 2) scales[kRowGroup + l] = r.e;
   }
+}
+
+#define DAISY_PACK_INT_BLOCK(layout) \
+  template void PackIntBlockFor<layout>(const RowBlock* const[kRowGroup], uint8_t*, uint16_t*);
+DAISY_PACK_INT_BLOCK(kLayoutQ4_1)
+DAISY_PACK_INT_BLOCK(kLayoutQ5_0)
+DAISY_PACK_INT_BLOCK(kLayoutQ5_1)
+DAISY_PACK_INT_BLOCK(kLayoutIq4Nl)
+DAISY_PACK_INT_BLOCK(kLayoutQ2K)
+DAISY_PACK_INT_BLOCK(kLayoutQ3K)
+DAISY_PACK_INT_BLOCK(kLayoutQ4K)
+DAISY_PACK_INT_BLOCK(kLayoutQ5K)
+DAISY_PACK_INT_BLOCK(kLayoutQ6K)
+DAISY_PACK_INT_BLOCK(kLayoutIq4Xs)
+#undef DAISY_PACK_INT_BLOCK
+
+void PackIntBlock(const IntLayout& layout, const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales) {
+  if (layout == kLayoutQ4_1) return PackIntBlockFor<kLayoutQ4_1>(rows, data, scales);
+  if (layout == kLayoutQ5_0) return PackIntBlockFor<kLayoutQ5_0>(rows, data, scales);
+  if (layout == kLayoutQ5_1) return PackIntBlockFor<kLayoutQ5_1>(rows, data, scales);
+  if (layout == kLayoutIq4Nl) return PackIntBlockFor<kLayoutIq4Nl>(rows, data, scales);
+  if (layout == kLayoutQ2K) return PackIntBlockFor<kLayoutQ2K>(rows, data, scales);
+  if (layout == kLayoutQ3K) return PackIntBlockFor<kLayoutQ3K>(rows, data, scales);
+  if (layout == kLayoutQ4K) return PackIntBlockFor<kLayoutQ4K>(rows, data, scales);
+  if (layout == kLayoutQ5K) return PackIntBlockFor<kLayoutQ5K>(rows, data, scales);
+  if (layout == kLayoutQ6K) return PackIntBlockFor<kLayoutQ6K>(rows, data, scales);
+  if (layout == kLayoutIq4Xs) return PackIntBlockFor<kLayoutIq4Xs>(rows, data, scales);
+  DAISY_CHECK(false);  // a layout not of the family
 }
 
 void UnpackIntRow(const IntLayout& layout, const uint8_t* data, const uint16_t* scales, int row, RowBlock& out) {

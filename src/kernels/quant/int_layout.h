@@ -71,6 +71,7 @@ struct IntLayout {
   SubScales scales;
   Extra extra;
 
+  constexpr bool operator==(const IntLayout&) const = default;
   constexpr int nsub() const { return block / sub; }
   constexpr int high_shift() const { return base == CodeBase::kNib ? 4 : 2; }
   constexpr int scales_at() const { return 0; }
@@ -117,6 +118,10 @@ inline int CodeValue(const IntLayout& layout, int raw);
 
 // Writes one (row group, block): `rows` are the 16 rows' decompositions (nullptr: padding row,
 // all zeros). `data` receives layout.bytes() bytes, `scales` 16 * layout.f16s() f16 values.
+// The template is the same code with the layout known at compile time (offsets without
+// divisions: loading a model packs every block of its weights this way).
+template <IntLayout L>
+void PackIntBlockFor(const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales);
 void PackIntBlock(const IntLayout& layout, const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales);
 // Reads row `row` of one packed (row group, block) back.
 void UnpackIntRow(const IntLayout& layout, const uint8_t* data, const uint16_t* scales, int row, RowBlock& out);
