@@ -204,9 +204,9 @@ int KController::Choose(const Others& others) {
   // far off (alone; up to kProbeEveryMost): where drafting costs what it saves, probes are what
   // plain decoding still pays for it. One whose drafts were all taken brings them back to
   // kProbeEvery, so a draft that became good is found as soon as before, unless whole steps
-  // showed plain decoding faster even so.
+  // still show plain decoding faster (whether the rule or the veto chose K = 0).
   if (probed_) {
-    const bool failed = k_ == 0 && (state_ == 0 || vetoed) && others.rows == 0;
+    const bool failed = k_ == 0 && others.rows == 0 && (state_ == 0 || PlainIsFaster());
     probe_every_ = failed ? std::min(2 * probe_every_, kProbeEveryMost) : kProbeEvery;
     probed_ = false;
   }

@@ -328,6 +328,7 @@ TEST(KController, ProbesFindADraftThatBecameGood) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> u(0, 1);
   int back = -1;
+  double late_k = 0;  // mean K over the last 100 steps: the rule moves K by one or two around its best
   for (int i = 0; i < 400; ++i) {
     const double a = i < 200 ? 0.05 : 0.95;
     const int k = c.Choose();
@@ -338,10 +339,11 @@ TEST(KController, ProbesFindADraftThatBecameGood) {
     const double t = sim.Verify(k);
     c.Verified(k, accepted, t);
     c.Stepped(k, t + k * sim.t_draft);
+    if (i >= 300) late_k += c.current_k() / 100.0;
   }
   EXPECT_GE(back, 0);
   EXPECT_LE(back, 100);
-  EXPECT_GE(c.current_k(), 4);
+  EXPECT_GE(late_k, 3.5);
 }
 
 // The real pair of models/kjv on one node (issue #25; `daisy run --json`, AVX-512 host, in
