@@ -4,6 +4,7 @@
 // the one another table ends up calling (the ODR trap of inline functions in shared headers).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -12,16 +13,42 @@
 namespace daisy::kernels {
 namespace {
 
+// OpKernels::key_dots and weighted_rows.
+using KeyDots = void (*)(const float* q, const float* const* keys, int n, int64_t hd, float* out);
+using WeightedRows = void (*)(const float* p, const float* const* rows, int n, int64_t hd, float* out);
+
+// KeyDots from a single dot: each key on its own.
+template <float (*kDot)(const float*, const float*, int64_t)>
+void EachKeyDot(const float* q, const float* const* keys, int n, int64_t hd, float* out) {
+  for (int j = 0; j < n; ++j) out[j] = kDot(q, keys[j], hd);
+}
+
+// WeightedRows from axpy: each row on its own.
+template <void (*kAxpy)(float, const float*, float*, int64_t)>
+void EachRowAxpy(const float* p, const float* const* rows, int n, int64_t hd, float* out) {
+  for (int j = 0; j < n; ++j) kAxpy(p[j], rows[j], out, hd);
+}
+
 template <float (*kDot)(const float*, const float*, int64_t),
-          void (*kAxpy)(float, const float*, float*, int64_t)>
+          void (*kAxpy)(float, const float*, float*, int64_t), KeyDots kKeyDots = EachKeyDot<kDot>,
+          WeightedRows kWeightedRows = EachRowAxpy<kAxpy>>
 void AttentionWith(const AttentionArgs& a) {
   const int hd = a.head_dim;
   const int64_t span = a.end - a.begin;
-  // Scores: each key is read once for all the heads of the group.
-  for (int32_t t = a.begin; t < a.end; ++t) {
-    const float* k = a.keys + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
+  // Scores: keys in blocks of kKeyBlock, each block scored for every head of the group while it
+  // is in L1.
+  for (int32_t t0 = a.begin; t0 < a.end; t0 += kKeyBlock) {
+    const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, a.end - t0));
+    const float* keys[kKeyBlock];
+    for (int j = 0; j < n; ++j) {
+      const int32_t t = t0 + j;
+      keys[j] = a.keys + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
+    }
     for (int g = 0; g < a.group; ++g) {
-      a.scores[g * span + (t - a.begin)] = kDot(a.q + g * hd, k, hd) * a.scale;
+      float dots[kKeyBlock];
+      kKeyDots(a.q + g * hd, keys, n, hd, dots);
+      float* s = a.scores + g * span + (t0 - a.begin);
+      for (int j = 0; j < n; ++j) s[j] = dots[j] * a.scale;
     }
   }
   // Softmax per head: exp(s - max), the denominator summed in double.
@@ -38,11 +65,20 @@ void AttentionWith(const AttentionArgs& a) {
     inv[g] = static_cast<float>(1.0 / sum);
     for (int i = 0; i < hd; ++i) a.out[g * hd + i] = 0.0f;
   }
-  // Values: each read once, added into every head's output in position order.
-  for (int32_t t = a.begin; t < a.end; ++t) {
-    const float* v = a.values + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
+  // Values in blocks of kKeyBlock positions, each block added into every head's output in
+  // position order.
+  for (int32_t t0 = a.begin; t0 < a.end; t0 += kKeyBlock) {
+    const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, a.end - t0));
+    const float* values[kKeyBlock];
+    for (int j = 0; j < n; ++j) {
+      const int32_t t = t0 + j;
+      values[j] = a.values + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
+    }
     for (int g = 0; g < a.group; ++g) {
-      kAxpy(a.scores[g * span + (t - a.begin)] * inv[g], v, a.out + g * hd, hd);
+      float p[kKeyBlock];
+      const float* s = a.scores + g * span + (t0 - a.begin);
+      for (int j = 0; j < n; ++j) p[j] = s[j] * inv[g];
+      kWeightedRows(p, values, n, hd, a.out + g * hd);
     }
   }
 }

@@ -88,7 +88,8 @@ Result<KernelTable> BuildKernelTable(const KernelSet& set) {
   } ops[] = {{"rms_norm", t.ops.rms_norm != nullptr}, {"rope", t.ops.rope != nullptr},
              {"silu_mul", t.ops.silu_mul != nullptr}, {"gelu_mul", t.ops.gelu_mul != nullptr}, {"add", t.ops.add != nullptr},
              {"dot", t.ops.dot != nullptr},           {"axpy", t.ops.axpy != nullptr},
-             {"attention", t.ops.attention != nullptr}};
+             {"attention", t.ops.attention != nullptr}, {"key_dots", t.ops.key_dots != nullptr},
+             {"weighted_rows", t.ops.weighted_rows != nullptr}};
   for (const auto& op : ops) {
     if (!op.present) return Internal("kernel table %s has no %s kernel", set.isa, op.name);
   }

@@ -56,6 +56,9 @@ struct AttentionArgs {
   float* scores = nullptr;  // scratch: group * (end - begin) floats
 };
 
+// Keys attention scores together (OpKernels::key_dots).
+inline constexpr int kKeyBlock = 16;
+
 struct OpKernels {
   // y = x / sqrt(mean(x^2) + eps) * w over d elements (squares summed in double, as ggml).
   void (*rms_norm)(const float* x, const float* w, int64_t d, float eps, float* y);
@@ -72,6 +75,12 @@ struct OpKernels {
   // y[i] += a * x[i]
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   void (*attention)(const AttentionArgs& args);
+  // out[j] = q . keys[j] for j < n (n <= kKeyBlock), each over hd floats: attention's scores. A
+  // score's bits depend only on q and its key, not on n or the other keys (batch invariance).
+  void (*key_dots)(const float* q, const float* const* keys, int n, int64_t hd, float* out);
+  // out[i] = p[j] * rows[j][i] + out[i] for j = 0 .. n - 1 in turn, fused, over hd floats (n <=
+  // kKeyBlock): attention's value sums, the same bits as n axpy calls.
+  void (*weighted_rows)(const float* p, const float* const* rows, int n, int64_t hd, float* out);
 };
 
 }  // namespace daisy::kernels

@@ -4,6 +4,8 @@
 // cannot run are skipped, naming it.
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -165,6 +167,66 @@ TEST(Ops, AttentionGroupsGiveEachHeadsOwnBits) {
       t->ops.attention(a);
       ExpectBits(std::vector<float>(grouped.begin() + g * c.head_dim, grouped.begin() + (g + 1) * c.head_dim), out,
                  std::string(t->name) + " head " + std::to_string(g));
+    }
+  }
+}
+
+// Attention's key_dots: a score's bits are the same in every block position and block size (the
+// keys of a query come in blocks of 16 from its first position: a longer or shorter context, or
+// another start, puts a key elsewhere in its block). Each equals the table's dot up to rounding;
+// AVX-512's sums its lanes in _mm512_reduce_add_ps's pairs, checked here against that tree
+// written out in scalar code (fused multiply-adds per lane, then lanes i + 8, + 4, + 2, + 1).
+float TreeDot16(const float* q, const float* k, int64_t hd) {
+  float lane[16] = {};
+  for (int64_t i = 0; i < hd; ++i) lane[i % 16] = std::fma(q[i], k[i], lane[i % 16]);
+  for (int half = 8; half >= 1; half /= 2) {
+    for (int i = 0; i < half; ++i) lane[i] = lane[i] + lane[i + half];
+  }
+  return lane[0];
+}
+
+TEST(Ops, KeyDotsGiveEachKeyItsOwnBitsWhereverItIs) {
+  for (const KernelTable* t : AllSupportedKernels()) {
+    for (const int64_t hd : {16, 32, 64, 80, 128, 24, 7}) {
+      const auto keys = Random(40 * hd, 11), q = Random(hd, 12);
+      std::vector<const float*> at(40);
+      for (int j = 0; j < 40; ++j) at[j] = keys.data() + j * hd;
+      float alone[40];
+      for (int j = 0; j < 40; ++j) t->ops.key_dots(q.data(), &at[j], 1, hd, &alone[j]);
+      for (int start = 0; start < 24; start += 5) {
+        for (int n = 1; n <= kKeyBlock; n += 3) {
+          float got[kKeyBlock];
+          t->ops.key_dots(q.data(), &at[start], n, hd, got);
+          for (int j = 0; j < n; ++j) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(alone[start + j]))
+                << t->name << " hd " << hd << " key " << start + j << " in a block of " << n;
+          }
+        }
+      }
+      for (int j = 0; j < 40; ++j) {
+        ASSERT_NEAR(alone[j], t->ops.dot(q.data(), at[j], hd), 1e-5f * hd) << t->name << " hd " << hd;
+        if (std::string(t->name) == "avx512") {
+          ASSERT_EQ(std::bit_cast<uint32_t>(alone[j]), std::bit_cast<uint32_t>(TreeDot16(q.data(), at[j], hd)))
+              << "hd " << hd << " key " << j;
+        }
+      }
+    }
+  }
+}
+
+// Attention's weighted_rows: the bits of n axpy calls in turn, for every block size and head size.
+TEST(Ops, WeightedRowsAreAxpyCallsInTurn) {
+  for (const KernelTable* t : AllSupportedKernels()) {
+    for (const int64_t hd : {16, 32, 64, 80, 128, 24, 7}) {
+      const auto rows = Random(kKeyBlock * hd, 13), p = Random(kKeyBlock, 14), start = Random(hd, 15);
+      std::vector<const float*> at(kKeyBlock);
+      for (int j = 0; j < kKeyBlock; ++j) at[j] = rows.data() + j * hd;
+      for (int n = 1; n <= kKeyBlock; ++n) {
+        std::vector<float> got(start), want(start);
+        t->ops.weighted_rows(p.data(), at.data(), n, hd, got.data());
+        for (int j = 0; j < n; ++j) t->ops.axpy(p[j], at[j], want.data(), hd);
+        ExpectBits(want, got, std::string(t->name) + " hd " + std::to_string(hd) + " n " + std::to_string(n));
+      }
     }
   }
 }

@@ -131,10 +131,75 @@ void Axpy(float a, const float* x, float* y, int64_t n) {
   }
 }
 
-void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy>(args); }
+// Sixteen dots at once (attention's KeyDots): each key's lane sequence is Dot's (one
+// accumulator, fused multiply-adds in order, the same masked tail), then the sixteen accumulators
+// are summed across lanes together, pairing lanes as Dot's _mm512_reduce_add_ps does with GCC
+// (i + 8, then i + 4, i + 2, i + 1), by shuffles that keep each key's sums apart. A score's bits
+// depend only on its query and key; one horizontal sum per 16 keys instead of per key.
+void KeyDots16(const float* q, const float* const* keys, int n, int64_t hd, float* out) {
+  const float* k[kKeyBlock];
+  for (int j = 0; j < kKeyBlock; ++j) k[j] = keys[j < n ? j : 0];
+  __m512 acc[kKeyBlock];
+  for (int j = 0; j < kKeyBlock; ++j) acc[j] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= hd; i += 16) {
+    const __m512 qv = _mm512_loadu_ps(q + i);
+    for (int j = 0; j < kKeyBlock; ++j) acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k[j] + i), acc[j]);
+  }
+  if (i < hd) {
+    const __mmask16 m = Tail(hd - i);
+    const __m512 qv = _mm512_maskz_loadu_ps(m, q + i);
+    for (int j = 0; j < kKeyBlock; ++j) acc[j] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k[j] + i), acc[j]);
+  }
+  // Lane i + lane i + 8: keys j and j + 8 share a vector, [b_j | b_j+8] (8 lanes each).
+  __m512 b[8];
+  for (int j = 0; j < 8; ++j) {
+    b[j] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[j], acc[j + 8], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(acc[j], acc[j + 8], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // + lane i + 4: [c_j | c_j+8 | c_j+4 | c_j+12] (4 lanes each) from b[j] and b[j + 4].
+  __m512 c[4];
+  for (int j = 0; j < 4; ++j) {
+    c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(b[j], b[j + 4], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(b[j], b[j + 4], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // + lane i + 2, within each 128-bit lane: [d_j, d_j+2] per lane from c[j] and c[j + 2].
+  __m512 d[2];
+  for (int j = 0; j < 2; ++j) {
+    d[j] = _mm512_add_ps(_mm512_shuffle_ps(c[j], c[j + 2], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(c[j], c[j + 2], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // + lane i + 1: per 128-bit lane the sums of keys (0, 2, 1, 3) + 8 (lane 1), + 4 (lane 2), + 12.
+  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+  alignas(64) float all[kKeyBlock];
+  _mm512_store_ps(all, _mm512_permutexvar_ps(order, e));
+  for (int j = 0; j < n; ++j) out[j] = all[j];
+}
+
+// Axpy over up to 16 rows with each 16-float piece of `out` kept in a register across them: the
+// same fused multiply-add per element in the same order as n Axpy calls (the same bits), without
+// storing and reloading `out` after every row.
+void WeightedRows16(const float* p, const float* const* rows, int n, int64_t hd, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= hd; i += 16) {
+    __m512 acc = _mm512_loadu_ps(out + i);
+    for (int j = 0; j < n; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(rows[j] + i), acc);
+    _mm512_storeu_ps(out + i, acc);
+  }
+  if (i < hd) {
+    const __mmask16 m = Tail(hd - i);
+    __m512 acc = _mm512_maskz_loadu_ps(m, out + i);
+    for (int j = 0; j < n; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, rows[j] + i), acc);
+    _mm512_mask_storeu_ps(out + i, m, acc);
+  }
+}
+
+void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy, KeyDots16, WeightedRows16>(args); }
 
 }  // namespace
 
-extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention};
+extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, KeyDots16, WeightedRows16};
 
 }  // namespace daisy::kernels::avx512
