@@ -23,6 +23,18 @@ void EachKeyDot(const float* q, const float* const* keys, int n, int64_t hd, flo
   for (int j = 0; j < n; ++j) out[j] = kDot(q, keys[j], hd);
 }
 
+// OpKernels::exp_sum with libm's exp, summed in order.
+inline double ExpSumInOrder(float* s, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t t = 0; t < n; ++t) max = s[t] > max ? s[t] : max;
+  double sum = 0.0;
+  for (int64_t t = 0; t < n; ++t) {
+    s[t] = std::exp(s[t] - max);
+    sum += s[t];
+  }
+  return sum;
+}
+
 // WeightedRows from axpy: each row on its own.
 template <void (*kAxpy)(float, const float*, float*, int64_t)>
 void EachRowAxpy(const float* p, const float* const* rows, int n, int64_t hd, float* out) {
@@ -31,7 +43,7 @@ void EachRowAxpy(const float* p, const float* const* rows, int n, int64_t hd, fl
 
 template <float (*kDot)(const float*, const float*, int64_t),
           void (*kAxpy)(float, const float*, float*, int64_t), KeyDots kKeyDots = EachKeyDot<kDot>,
-          WeightedRows kWeightedRows = EachRowAxpy<kAxpy>>
+          WeightedRows kWeightedRows = EachRowAxpy<kAxpy>, double (*kExpSum)(float*, int64_t) = ExpSumInOrder>
 void AttentionWith(const AttentionArgs& a) {
   const int hd = a.head_dim;
   const int64_t span = a.end - a.begin;
@@ -54,15 +66,7 @@ void AttentionWith(const AttentionArgs& a) {
   // Softmax per head: exp(s - max), the denominator summed in double.
   float inv[kMaxAttentionGroup];
   for (int g = 0; g < a.group; ++g) {
-    float* s = a.scores + g * span;
-    float max = -INFINITY;
-    for (int64_t t = 0; t < span; ++t) max = s[t] > max ? s[t] : max;
-    double sum = 0.0;
-    for (int64_t t = 0; t < span; ++t) {
-      s[t] = std::exp(s[t] - max);
-      sum += s[t];
-    }
-    inv[g] = static_cast<float>(1.0 / sum);
+    inv[g] = static_cast<float>(1.0 / kExpSum(a.scores + g * span, span));
     for (int i = 0; i < hd; ++i) a.out[g * hd + i] = 0.0f;
   }
   // Values in blocks of kKeyBlock positions, each block added into every head's output in

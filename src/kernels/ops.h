@@ -81,6 +81,9 @@ struct OpKernels {
   // out[i] = p[j] * rows[j][i] + out[i] for j = 0 .. n - 1 in turn, fused, over hd floats (n <=
   // kKeyBlock): attention's value sums, the same bits as n axpy calls.
   void (*weighted_rows)(const float* p, const float* const* rows, int n, int64_t hd, float* out);
+  // Softmax's numerators: s[t] = exp(s[t] - max(s)) in place for t < n; returns their sum in
+  // double. The order of the sum is the table's own, fixed by n alone.
+  double (*exp_sum)(float* s, int64_t n);
 };
 
 }  // namespace daisy::kernels

@@ -231,6 +231,41 @@ TEST(Ops, WeightedRowsAreAxpyCallsInTurn) {
   }
 }
 
+// Softmax's numerators: exp(s - max) within 2 ulp of the exact value (subnormals within one
+// subnormal step), the maximum's exactly 1, their sum within rounding of the exact sum, a NaN kept,
+// -infinity giving 0; every length, tails included.
+TEST(Ops, ExpSumIsSoftmaxsNumerators) {
+  for (const KernelTable* t : AllSupportedKernels()) {
+    std::mt19937 rng(21);
+    for (const int64_t n : {1, 7, 16, 17, 64, 100, 513}) {
+      std::uniform_real_distribution<float> u(-110.f, 20.f);
+      std::vector<float> s(n);
+      for (float& x : s) x = u(rng);
+      s[n / 2] = 25.f;  // the maximum
+      std::vector<float> e(s);
+      const double sum = t->ops.exp_sum(e.data(), n);
+      double want_sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(static_cast<double>(s[i] - 25.f));  // the difference as computed: in float
+        want_sum += want;
+        const double tol = std::max(2.4e-7 * want, 1.5e-45);
+        ASSERT_NEAR(e[i], want, tol) << t->name << " n " << n << " x " << s[i] - 25.f;
+      }
+      EXPECT_EQ(e[n / 2], 1.0f) << t->name;
+      EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << t->name;
+    }
+    std::vector<float> odd = {0.f, -INFINITY, std::nanf(""), -1.f, -87.5f, -103.f, -200.f};
+    t->ops.exp_sum(odd.data(), static_cast<int64_t>(odd.size()));
+    EXPECT_EQ(odd[0], 1.0f) << t->name;
+    EXPECT_EQ(odd[1], 0.0f) << t->name;
+    EXPECT_TRUE(std::isnan(odd[2])) << t->name;
+    EXPECT_NEAR(odd[3], std::exp(-1.0), 2.4e-7 * std::exp(-1.0)) << t->name;
+    EXPECT_NEAR(odd[4], std::exp(-87.5), 2.4e-7 * std::exp(-87.5)) << t->name;  // just below the normals
+    EXPECT_NEAR(odd[5], std::exp(-103.0), 1.5e-45) << t->name;                  // a few subnormal steps
+    EXPECT_EQ(odd[6], 0.0f) << t->name;
+  }
+}
+
 class OpsTable : public ::testing::TestWithParam<std::string> {
  protected:
   const KernelTable* table = nullptr;

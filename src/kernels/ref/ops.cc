@@ -109,7 +109,8 @@ namespace {
 void Attention(const AttentionArgs& a) { AttentionWith<Dot, Axpy>(a); }
 }  // namespace
 
-extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, GeluMul, Add, Dot, Axpy, Attention, EachKeyDot<Dot>, EachRowAxpy<Axpy>};
+extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, GeluMul, Add, Dot, Axpy, Attention, EachKeyDot<Dot>, EachRowAxpy<Axpy>,
+                                                ExpSumInOrder};
 
 }  // namespace ref
 }  // namespace daisy::kernels

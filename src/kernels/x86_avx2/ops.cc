@@ -130,6 +130,7 @@ void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy>(args); }
 
 }  // namespace
 
-extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, EachKeyDot<Dot>, EachRowAxpy<Axpy>};
+extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, EachKeyDot<Dot>, EachRowAxpy<Axpy>,
+                                                ExpSumInOrder};
 
 }  // namespace daisy::kernels::avx2

@@ -196,10 +196,67 @@ void WeightedRows16(const float* p, const float* const* rows, int n, int64_t hd,
   }
 }
 
-void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy, KeyDots16, WeightedRows16>(args); }
+// exp(x) for x <= 0, 16 at a time: x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts, so r
+// is exact to a float's precision), e^r by its Taylor series to r^7 (the first term left out is
+// below 6e-9 relative), times 2^n by vscalefps (which also rounds the results below 2^-126 to
+// subnormals and zero as a multiplication would). Within 2 ulp of the correctly rounded value;
+// exp(0) is exactly 1. NaN stays NaN; below -104 (e^-104 is under the smallest subnormal) gives 0.
+inline __m512 ExpNonPositive(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // a NaN x is the second operand: kept
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln 2's top 16 bits
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.4286068202862268e-6f), r);  // the rest of ln 2
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// OpKernels::exp_sum: the maximum, then 16 exponentials at a time, summed in double in two
+// vectors of 8 (lanes t % 16 < 8 and >= 8), which are added and then summed lane by lane.
+double ExpSum16(float* s, int64_t n) {
+  __m512 mv = _mm512_set1_ps(-INFINITY);
+  int64_t t = 0;
+  // A NaN lane is the first operand: max_ps returns the second (the maximum ignores NaN, as the
+  // scalar loop does).
+  for (; t + 16 <= n; t += 16) mv = _mm512_max_ps(_mm512_loadu_ps(s + t), mv);
+  float max = _mm512_reduce_max_ps(mv);
+  for (int64_t u = t; u < n; ++u) max = s[u] > max ? s[u] : max;
+  const __m512 m = _mm512_set1_ps(max);
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (t = 0; t + 16 <= n; t += 16) {
+    const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(s + t), m));
+    _mm512_storeu_ps(s + t, e);
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  if (t < n) {
+    const __mmask16 k = Tail(n - t);
+    const __m512 e = _mm512_maskz_mov_ps(k, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + t), m)));
+    _mm512_mask_storeu_ps(s + t, k, e);
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(lo, hi));
+  double sum = 0.0;
+  for (const double v : lanes) sum += v;
+  return sum;
+}
+
+void Attention(const AttentionArgs& args) {
+  AttentionWith<Dot, Axpy, KeyDots16, WeightedRows16, ExpSum16>(args);
+}
 
 }  // namespace
 
-extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, KeyDots16, WeightedRows16};
+extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, KeyDots16, WeightedRows16,
+                                                ExpSum16};
 
 }  // namespace daisy::kernels::avx512
