@@ -35,6 +35,14 @@ inline double ExpSumInOrder(float* s, int64_t n) {
   return sum;
 }
 
+// Where positions t0 .. t0 + n - 1 are in `base` (keys or values): their rows, or ring slots.
+inline void RowsAt(const AttentionArgs& a, const float* base, int32_t t0, int n, const float** rows) {
+  for (int j = 0; j < n; ++j) {
+    const int32_t t = t0 + j;
+    rows[j] = base + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
+  }
+}
+
 // WeightedRows from axpy: each row on its own.
 template <void (*kAxpy)(float, const float*, float*, int64_t)>
 void EachRowAxpy(const float* p, const float* const* rows, int n, int64_t hd, float* out) {
@@ -52,10 +60,7 @@ void AttentionWith(const AttentionArgs& a) {
   for (int32_t t0 = a.begin; t0 < a.end; t0 += kKeyBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, a.end - t0));
     const float* keys[kKeyBlock];
-    for (int j = 0; j < n; ++j) {
-      const int32_t t = t0 + j;
-      keys[j] = a.keys + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
-    }
+    RowsAt(a, a.keys, t0, n, keys);
     for (int g = 0; g < a.group; ++g) {
       float dots[kKeyBlock];
       kKeyDots(a.q + g * hd, keys, n, hd, dots);
@@ -74,10 +79,7 @@ void AttentionWith(const AttentionArgs& a) {
   for (int32_t t0 = a.begin; t0 < a.end; t0 += kKeyBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, a.end - t0));
     const float* values[kKeyBlock];
-    for (int j = 0; j < n; ++j) {
-      const int32_t t = t0 + j;
-      values[j] = a.values + static_cast<int64_t>(a.ring > 0 ? t % a.ring : t) * a.kv_stride;
-    }
+    RowsAt(a, a.values, t0, n, values);
     for (int g = 0; g < a.group; ++g) {
       float p[kKeyBlock];
       const float* s = a.scores + g * span + (t0 - a.begin);
