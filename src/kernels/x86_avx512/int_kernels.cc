@@ -188,9 +188,10 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
   static constexpr IntLayout L = *IntLayoutOf(kType);
   using View = ViewOf<kType>;
   const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
-  // Activation rows per pass over a row group: each row keeps 2 (32-element formats) or 4
-  // accumulators in registers. More rows are split into passes of nearly equal size.
-  constexpr int kMaxRX = L.nsub() == 1 ? 8 : 4;
+  // Activation rows per pass over a row group: each row keeps 2 (32-element formats), 3
+  // (super-blocks without mins: iq4_xs, q6_K, q3_K) or 4 accumulators in registers. More rows
+  // are split into passes of nearly equal size.
+  constexpr int kMaxRX = L.nsub() == 1 ? 8 : L.extra == Extra::kMins ? 4 : 6;
   const int passes = (n_rows + kMaxRX - 1) / kMaxRX;
   // Row groups in runs of about 256 KiB of weights, which stay in L2 while every pass reads them.
   const int64_t per_run = std::max<int64_t>(1, (256 << 10) / (static_cast<int64_t>(L.bytes()) * (w.cols / L.block)));
@@ -212,6 +213,11 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
           switch (n) {
             case 8: Tile<kType, 8>(w, x, g, y, y_stride, r, o_begin, o_end); break;
             case 7: Tile<kType, 7>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+            default: break;
+          }
+        }
+        if constexpr (kMaxRX >= 6) {
+          switch (n) {
             case 6: Tile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
             case 5: Tile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
             default: break;
