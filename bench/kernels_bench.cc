@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
   std::string type_names = "q4_0,q8_0,f16,q4_K,q6_K";
   app.add_option("--types", type_names, "Weight types, comma-separated")->capture_default_str();
   app.add_flag("--bandwidth-only", bandwidth_only, "Only measure read bandwidth (1 and 2 threads)");
+  std::string kernel_names;
+  app.add_option("--kernels", kernel_names, "Kernel tables to run, comma-separated (default: every one this CPU has)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<uint64_t> big(static_cast<size_t>(1) << 27);  // 1 GiB
@@ -118,6 +120,9 @@ int main(int argc, char** argv) {
     const double bytes = static_cast<double>(data_bytes + scale_bytes);
     for (const KernelTable* t : AllSupportedKernels()) {
       if (std::strcmp(t->name, "scalar") == 0 && rows * cols > (1 << 24)) continue;
+      if (!kernel_names.empty() && ("," + kernel_names + ",").find("," + std::string(t->name) + ",") == std::string::npos) {
+        continue;
+      }
       std::vector<double> secs;
       for (int r = 0; r < reps; ++r) {
         const auto start = std::chrono::steady_clock::now();

@@ -1,5 +1,7 @@
-// The matrix kernels of the integer family (quant/int_layout.h), one template per ISA,
-// instantiated in that ISA's file for every format of the family and listed in its KernelSet.
+// Matrix kernels that another ISA file calls: the integer family's (quant/int_layout.h), one
+// template per ISA, instantiated in that ISA's file for every format of the family and listed
+// in its KernelSet; and AVX-512's q4_0/q8_0 kernel, which the AMX file uses for the rows that do
+// not fill a tile (it gives the same bits: x86_amx/kernels.cc).
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,9 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
                int64_t o_begin, int64_t o_end);
 }  // namespace avx2
 namespace avx512 {
+template <WeightType kType>  // kQ4_0, kQ8_0
+void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y, size_t y_stride,
+             int64_t o_begin, int64_t o_end);
 template <WeightType kType>
 void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y, size_t y_stride,
                int64_t o_begin, int64_t o_end);

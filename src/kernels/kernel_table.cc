@@ -3,8 +3,11 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <cstdio>
-
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +35,10 @@ extern const MatmulKernel kMatmuls[];
 extern const size_t kMatmulCount;
 extern const OpKernels kOps;
 }  // namespace avx512
+namespace amx {
+extern const MatmulKernel kMatmuls[];  // the kernels it replaces in the AVX-512 set
+extern const size_t kMatmulCount;
+}  // namespace amx
 #endif
 
 namespace {
@@ -52,6 +59,42 @@ bool HasAvx512() {
   return false;
 #endif
 }
+
+// AMX-TILE and AMX-INT8 (CPUID leaf 7: EDX bits 24, 25) on top of AVX-512, and the tile data
+// state granted by Linux, which hands it out only on request (arch_prctl ARCH_REQ_XCOMP_PERM
+// for XFEATURE_XTILEDATA, Linux 5.16 and later); asked once, for the whole process.
+bool HasAmx() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool usable = [] {
+    if (!HasAvx512()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
+#if defined(DAISY_HAVE_X86_KERNELS)
+// The AMX set: AVX-512's kernels with AMX's in place of those it has. Only function pointers
+// are copied: no code of either file runs.
+std::span<const MatmulKernel> AmxMatmuls() {
+  static const std::vector<MatmulKernel> list = [] {
+    std::vector<MatmulKernel> out(avx512::kMatmuls, avx512::kMatmuls + avx512::kMatmulCount);
+    for (size_t i = 0; i < amx::kMatmulCount; ++i) {
+      for (MatmulKernel& k : out) {
+        if (k.type == amx::kMatmuls[i].type) k.fn = amx::kMatmuls[i].fn;
+      }
+    }
+    return out;
+  }();
+  return list;
+}
+#endif
 
 // A set's table, built once; a set that is not complete is a bug of this build: stop, naming it.
 KernelTable BuiltOrDie(const KernelSet& set) {
@@ -101,6 +144,7 @@ std::vector<KernelSet> AllKernelSets() {
 #if defined(DAISY_HAVE_X86_KERNELS)
   sets.push_back({"avx2", {avx2::kMatmuls, avx2::kMatmulCount}, &avx2::kOps});
   sets.push_back({"avx512", {avx512::kMatmuls, avx512::kMatmulCount}, &avx512::kOps});
+  sets.push_back({"amx", AmxMatmuls(), &avx512::kOps});
 #endif
   return sets;
 }
@@ -130,10 +174,21 @@ const KernelTable* Avx512Kernels() {
 #endif
 }
 
+const KernelTable* AmxKernels() {
+#if defined(DAISY_HAVE_X86_KERNELS)
+  if (!HasAmx()) return nullptr;
+  static const KernelTable table = BuiltOrDie(AllKernelSets()[3]);
+  return &table;
+#else
+  return nullptr;
+#endif
+}
+
 std::vector<const KernelTable*> AllSupportedKernels() {
   std::vector<const KernelTable*> out{&ScalarKernels()};
   if (const KernelTable* t = Avx2Kernels()) out.push_back(t);
   if (const KernelTable* t = Avx512Kernels()) out.push_back(t);
+  if (const KernelTable* t = AmxKernels()) out.push_back(t);
   return out;
 }
 

@@ -37,7 +37,7 @@ struct MatmulKernel {
 
 // What an ISA file provides, as constant data.
 struct KernelSet {
-  const char* isa;  // "scalar", "avx2", "avx512"
+  const char* isa;  // "scalar", "avx2", "avx512", "amx"
   std::span<const MatmulKernel> matmuls;
   const OpKernels* ops;
 };
@@ -59,8 +59,11 @@ const KernelTable& ScalarKernels();
 // nullptr when the CPU (or the build) lacks the instruction set.
 const KernelTable* Avx2Kernels();    // AVX2 + FMA + F16C
 const KernelTable* Avx512Kernels();  // AVX-512 F/BW/VL/DQ + VNNI
+// AVX-512's table with AMX tiles for the q4_0/q8_0 products of 16 activation rows or more (a
+// prompt); the same bits as AVX-512's table (x86_amx/kernels.cc).
+const KernelTable* AmxKernels();
 
-// The fastest table this CPU supports (DAISY_KERNELS=scalar|avx2|avx512 forces one; an
+// The fastest table this CPU supports (DAISY_KERNELS=scalar|avx2|avx512|amx forces one; an
 // unsupported choice falls back to the best with a warning).
 const KernelTable& BestKernels();
 // Every table this CPU supports, scalar first: tests run each.

@@ -202,6 +202,40 @@ TEST_P(Table, DotAndAxpyMatchScalar) {
 INSTANTIATE_TEST_SUITE_P(Kernels, Table, ::testing::ValuesIn(TableNames()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// The AMX table gives the AVX-512 table's bits for every weight type, whether an activation row
+// goes through a tile of 16 or through the AVX-512 kernel (the rows that do not fill a tile):
+// counts around multiples of 16, block counts odd and even, row groups cut short, and output
+// ranges split at odd places, over several threads' worth of calls.
+TEST(Kernels, AmxGivesTheAvx512Bits) {
+  const KernelTable* amx = AmxKernels();
+  if (amx == nullptr) GTEST_SKIP() << "this host has no AMX (or Linux did not grant the tile state)";
+  const KernelTable* avx512 = Avx512Kernels();
+  ASSERT_NE(avx512, nullptr);
+  for (WeightType type : AllTypes()) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 288}, {16, 32}, {70, 512}, {19, 2080}}) {
+      if (cols % ColsMultiple(type) != 0) continue;
+      const TestMatrix m = MakeMatrix(type, rows, cols, static_cast<uint32_t>(rows + cols));
+      for (int n_rows : {15, 16, 17, 31, 32, 33, 48, 53}) {
+        const TestActs a = MakeActs(type, n_rows, cols, static_cast<uint32_t>(n_rows * 7 + cols));
+        const std::vector<float> want = RunMatmul(*avx512, m, a, n_rows, 0, rows);
+        const std::vector<float> got = RunMatmul(*amx, m, a, n_rows, 0, rows);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+            << WeightTypeName(type) << " " << rows << "x" << cols << " n_rows " << n_rows;
+        std::vector<float> split(want.size(), -1.f);
+        for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 3}, {3, 17}, {17, 18}, {18, rows}}) {
+          if (b >= rows) break;
+          const std::vector<float> part = RunMatmul(*amx, m, a, n_rows, b, std::min(e, rows));
+          for (int r = 0; r < n_rows; ++r) {
+            for (int64_t o = b; o < std::min(e, rows); ++o) split[r * rows + o] = part[r * rows + o];
+          }
+        }
+        ASSERT_EQ(std::memcmp(split.data(), want.data(), want.size() * sizeof(float)), 0)
+            << WeightTypeName(type) << " split, n_rows " << n_rows;
+      }
+    }
+  }
+}
+
 // Every table this build has lists a kernel for every weight format and op, checked on any host
 // (a set is constant data: building a table runs none of its code).
 TEST(Kernels, EveryKernelSetIsComplete) {

@@ -98,6 +98,8 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
   }
 }
 
+}  // namespace
+
 template <WeightType kType>
 void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
@@ -136,6 +138,11 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
     }
   }
 }
+
+template void QMatmul<WeightType::kQ4_0>(const WeightMatrix&, const void*, size_t, int, float*, size_t, int64_t, int64_t);
+template void QMatmul<WeightType::kQ8_0>(const WeightMatrix&, const void*, size_t, int, float*, size_t, int64_t, int64_t);
+
+namespace {
 
 // ---- float weights ----------------------------------------------------------------------
 
