@@ -37,6 +37,9 @@ const ActFormat& FormatOf(ActType type);
 inline ActType ActTypeOf(WeightType type) { return FormatOf(type).act; }
 size_t ActRowBytes(WeightType type, int64_t cols);
 void ConvertActRow(WeightType type, const float* x, int64_t cols, void* out);
+// The same conversion by the scalar code whatever the CPU (ConvertActRow takes AVX-512 where
+// the CPU has it, with the same bytes: tests compare the two).
+void ConvertActRowScalar(WeightType type, const float* x, int64_t cols, void* out);
 
 struct ActQ8View {
   const int8_t* qs;
