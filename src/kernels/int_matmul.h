@@ -10,6 +10,11 @@
 #include "kernels/weights.h"
 
 namespace daisy::kernels {
+// Whether the q4_0/q8_0 kernels prefetch weights in tiles of one to four activation rows
+// (decoding): on Intel's CPUs yes, elsewhere no (measured: x86_avx512/kernels.cc).
+// DAISY_PREFETCH_SMALL_TILES=0|1 overrides, for measuring. Decided once.
+bool PrefetchSmallTiles();
+
 namespace avx2 {
 template <WeightType kType>
 void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y, size_t y_stride,

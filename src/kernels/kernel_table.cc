@@ -13,6 +13,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "kernels/int_matmul.h"
 #include "kernels/quant/float_formats.h"
 
 namespace daisy::kernels {
@@ -219,6 +220,20 @@ const KernelTable& BestKernels() {
     return all.back();
   }();
   return *best;
+}
+
+bool PrefetchSmallTiles() {
+  static const bool on = [] {
+    if (const char* forced = std::getenv("DAISY_PREFETCH_SMALL_TILES")) return std::strcmp(forced, "0") != 0;
+#if defined(__x86_64__)
+    unsigned a = 0, vendor[3] = {};
+    if (__get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1])) {
+      return std::memcmp(vendor, "GenuineIntel", 12) == 0;
+    }
+#endif
+    return false;
+  }();
+  return on;
 }
 
 std::string CpuModel() {

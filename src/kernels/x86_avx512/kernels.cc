@@ -29,7 +29,7 @@ namespace {
 // dot starting from -offset * block_sum, then one conversion and one multiply-add with
 // (row scale * activation scale) add the block to the lane's float sum. The per-lane sequence
 // of operations is the same whatever kRX is (the batch-invariance contract).
-template <WeightType kType, int kRX>
+template <WeightType kType, int kRX, bool kPrefetchSmall>
 void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, size_t y_stride,
                int r0, int64_t o_begin, int64_t o_end) {
   const int64_t nb = w.cols / kQBlock;
@@ -53,10 +53,13 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
     }
     const uint8_t* qb = q + b * kGroupBlockBytes;
     // A software prefetch helps a prompt's wide tiles (its first pass reads the weights from
-    // memory while doing 8 rows of work on each block) but costs one- to four-row tiles, whose
-    // speed is the memory stream: on an AMD EPYC (Zen 4) it took one-thread q8_0 decoding from
-    // ~21 to ~15 tok/s (1B shape), as if it kept the hardware prefetcher from running ahead.
-    if constexpr (kRX >= 5) {
+    // memory while doing 8 rows of work on each block). One- to four-row tiles (decoding,
+    // verifying drafts) stream at memory speed, and there it depends on the CPU: on an AMD EPYC
+    // (Zen 4) it took one-thread q8_0 decoding from ~21 to ~15 tok/s (1B shape), as if it kept
+    // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) it gave
+    // two-thread decoding +3% (q8_0) and +10% (q4_0) and one thread the same speed
+    // (PrefetchSmallTiles: Intel's CPUs take it, others not; docs/benchmarks.md).
+    if constexpr (kRX >= 5 || kPrefetchSmall) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
     }
 #pragma GCC unroll 8
@@ -122,16 +125,29 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       for (int j = 0; j < n; ++j) {
         x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
       }
+      const bool pf = PrefetchSmallTiles();
       for (int64_t g = gb; g < ge; ++g) {
         switch (n) {
-          case 8: GroupTile<kType, 8>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 7: GroupTile<kType, 7>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 6: GroupTile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 5: GroupTile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 4: GroupTile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 8: GroupTile<kType, 8, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 7: GroupTile<kType, 7, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 6: GroupTile<kType, 6, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 5: GroupTile<kType, 5, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 4:
+            pf ? GroupTile<kType, 4, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 4, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
+          case 3:
+            pf ? GroupTile<kType, 3, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 3, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
+          case 2:
+            pf ? GroupTile<kType, 2, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 2, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
+          default:
+            pf ? GroupTile<kType, 1, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 1, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
         }
       }
       r += n;
