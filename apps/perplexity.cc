@@ -117,7 +117,7 @@ Runner AddPerplexity(CLI::App& app) {
   app.add_option("-b,--batch", f->batch, "Rows per forward")->capture_default_str();
   app.add_option("--chunks", f->chunks, "Score at most this many chunks (default: all)");
   app.add_option("-t,--threads", f->threads, "Threads (default: all cores)");
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
+  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
   app.add_flag("--json", f->json, "Print a JSON report as the last line");
   return [f] { return Run(*f); };
 }

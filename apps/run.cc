@@ -208,7 +208,7 @@ void AddCommon(CLI::App& app, const std::shared_ptr<RunFlags>& f) {
   app.add_option("--ids", f->ids, "Prompt as comma-separated token ids (no BOS added)");
   app.add_option("-t,--threads", f->threads, "Threads (default: all cores)");
   app.add_option("-b,--batch", f->batch, "Rows per prefill forward")->capture_default_str();
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
+  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ int Serve(const ServeFlags& f) {
                           {"model", ho.model_name},   {"stages", stages},
                           {"micro_batches", so.micro_batches}, {"max_seqs", so.max_seqs},
                           {"ctx", ctx},               {"kernels", l.kernels->name},
-                          {"cpu", kernels::CpuModel()},
+                          {"cpu", ho.cpu},
                           {"huge_page_bytes", HugePageBytes()},
                           {"speculative", f.spec.lookup ? "lookup" : f.spec.draft.empty() ? "off" : "draft"}};
   std::printf("%s\n", ready.dump().c_str());
@@ -143,7 +143,7 @@ Runner AddServe(CLI::App& app) {
   app.add_option("-m,--model", f->model, "Model GGUF (the whole model in this process)");
   app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
   app.add_option("-b,--batch", f->batch, "Rows per micro-batch forward")->capture_default_str();
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
+  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
   const GivenFlags given = AddPipelineFlags(app, *f);
   app.add_option("--http", f->http, "HOST:PORT to serve HTTP on (port 0: any free port)")
       ->capture_default_str();

@@ -192,7 +192,7 @@ Runner AddWorker(CLI::App& app) {
   app.add_option("--stage", f->stage, "Which stage of --cluster FILE to serve");
   app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
   app.add_option("--kv-budget", f->kv_budget, "KV cache memory limit, e.g. 4G");
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512");
+  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
   app.add_flag("--mmap-weights", f->mmap_weights,
                "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
                "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
