@@ -106,7 +106,7 @@ test("run generates, streams, reports speeds, and is reproducible", () => {
   assert.equal(g.prompt_tokens, 3);
   assert.ok(g.prompt_tok_s > 0 && g.decode_tok_s > 0);
   // The host a speed was measured on: the kernel table and the CPU's model name.
-  assert.ok(["scalar", "avx2", "avx512"].includes(g.kernels), g.kernels);
+  assert.ok(["scalar", "avx2", "avx512", "amx"].includes(g.kernels), g.kernels);
   const cpuinfo = fs.existsSync("/proc/cpuinfo") ? fs.readFileSync("/proc/cpuinfo", "utf8") : "";
   const cpuName = /^model name\s*:\s*(.*)$/m.exec(cpuinfo);
   if (cpuName) assert.equal(g.cpu, cpuName[1].trim());
