@@ -27,5 +27,10 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
 template <WeightType kType>
 void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y, size_t y_stride,
                int64_t o_begin, int64_t o_end);
+// Row group g's codes minus their offset, as int8, in the step order of the packed layout (per
+// block, block / 4 steps of 64 bytes: byte 4o + e of step s is element 4s + e of row o): the AMX
+// kernel's weight tiles. kQ4K, kQ5K, kIq4Xs.
+template <WeightType kType>
+void SignedCodeTiles(const WeightMatrix& w, int64_t g, int8_t* out);
 }  // namespace avx512
 }  // namespace daisy::kernels

@@ -212,7 +212,8 @@ TEST(Kernels, AmxGivesTheAvx512Bits) {
   const KernelTable* avx512 = Avx512Kernels();
   ASSERT_NE(avx512, nullptr);
   for (WeightType type : AllTypes()) {
-    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{37, 288}, {16, 32}, {70, 512}, {19, 2080}}) {
+    for (const auto& [rows, cols] :
+         {std::pair<int64_t, int64_t>{37, 288}, {16, 32}, {70, 512}, {19, 2080}, {33, 768}}) {
       if (cols % ColsMultiple(type) != 0) continue;
       const TestMatrix m = MakeMatrix(type, rows, cols, static_cast<uint32_t>(rows + cols));
       for (int n_rows : {15, 16, 17, 31, 32, 33, 48, 53}) {

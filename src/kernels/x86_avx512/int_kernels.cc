@@ -237,6 +237,24 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
   }
 }
 
+template <WeightType kType>
+void SignedCodeTiles(const WeightMatrix& w, int64_t g, int8_t* out) {
+  static constexpr IntLayout L = *IntLayoutOf(kType);
+  const int64_t nb = w.cols / L.block;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data) + g * nb * L.bytes();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = base + b * L.bytes();
+    int8_t* o = out + b * (L.block / 4) * 64;
+    Unroll<L.block / 4>([&](auto s) {
+      const __m512i code = Codes<kType, s.value>(blk);
+      _mm512_storeu_si512(o + s.value * 64, _mm512_sub_epi8(code, _mm512_set1_epi8(static_cast<char>(L.off))));
+    });
+  }
+}
+template void SignedCodeTiles<WeightType::kQ4K>(const WeightMatrix&, int64_t, int8_t*);
+template void SignedCodeTiles<WeightType::kQ5K>(const WeightMatrix&, int64_t, int8_t*);
+template void SignedCodeTiles<WeightType::kIq4Xs>(const WeightMatrix&, int64_t, int8_t*);
+
 template void IntMatmul<WeightType::kQ4_1>(const WeightMatrix&, const void*, size_t, int, float*, size_t, int64_t, int64_t);
 template void IntMatmul<WeightType::kQ5_0>(const WeightMatrix&, const void*, size_t, int, float*, size_t, int64_t, int64_t);
 template void IntMatmul<WeightType::kQ5_1>(const WeightMatrix&, const void*, size_t, int, float*, size_t, int64_t, int64_t);
