@@ -59,8 +59,8 @@ const KernelTable& ScalarKernels();
 // nullptr when the CPU (or the build) lacks the instruction set.
 const KernelTable* Avx2Kernels();    // AVX2 + FMA + F16C
 const KernelTable* Avx512Kernels();  // AVX-512 F/BW/VL/DQ + VNNI
-// AVX-512's table with AMX tiles for the q4_0/q8_0 products of 16 activation rows or more (a
-// prompt); the same bits as AVX-512's table (x86_amx/kernels.cc).
+// AVX-512's table with AMX tiles for the q4_0, q8_0, q4_K, q5_K and iq4_xs products of 16
+// activation rows or more (a prompt); the same bits as AVX-512's table (x86_amx/kernels.cc).
 const KernelTable* AmxKernels();
 
 // The fastest table this CPU supports (DAISY_KERNELS=scalar|avx2|avx512|amx forces one; an

@@ -1,4 +1,5 @@
-// AMX (Intel's tile unit: Sapphire Rapids and later) for the prompt's q4_0 and q8_0 products.
+// AMX (Intel's tile unit: Sapphire Rapids and later) for the prompt's q4_0 and q8_0 products,
+// and those of the super-block formats with 32-element sub-blocks (q4_K, q5_K, iq4_xs: below).
 // Compiled with the AVX-512 flags plus AMX-TILE/AMX-INT8; called only where the CPU has them
 // and Linux has granted this process the tile state (kernel_table.cc).
 //
