@@ -25,8 +25,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <type_traits>
-#include <vector>
 
 #include "base/check.h"
 #include "kernels/activations.h"
@@ -42,8 +40,9 @@ namespace {
 constexpr int kTileRows = 16;           // activation rows per tile
 constexpr int64_t kTileBlockBytes = 512;  // one block of a row group in tile form: 8 steps x 64
 
-// The palette-1 tile configuration (Intel SDM, LDTILECFG): tiles 0-3 are products (16 x 16
-// int32), 4-5 activation blocks (16 rows x 32 bytes), 6-7 weight blocks (8 steps x 64 bytes).
+// The palette-1 tile configuration (Intel SDM, LDTILECFG): tiles 0-1 are products (16 x 16
+// int32; 2-3 are configured alike and unused), 4-5 activation blocks (16 rows x 32 bytes), 6-7
+// weight blocks (8 steps x 64 bytes).
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
