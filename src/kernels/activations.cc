@@ -39,12 +39,50 @@ size_t Q8KRowBytes(int64_t cols) {
          static_cast<size_t>(cols / 256) * 4;
 }
 
-void Q8RowsScalar(const float* x, int64_t cols, void* out, float* block_s) {
+// A q8 / q8_1 row being written (the layout in activations.h; the scalar and AVX-512 code share
+// it, and ViewActQ8 reads it).
+struct Q8Out {
+  int8_t* qs;
+  int32_t* sums;
+  float* d;
+};
+Q8Out Q8OutOf(void* out, int64_t cols) {
   auto* p = static_cast<uint8_t*>(out);
+  return {reinterpret_cast<int8_t*>(p), reinterpret_cast<int32_t*>(p + cols),
+          reinterpret_cast<float*>(p + cols + (cols / kQBlock) * 4)};
+}
+
+// A q8_K row being written, likewise (ViewActQ8K reads it).
+struct Q8KOut {
+  int8_t* qs;
+  int16_t* sums;    // per 16
+  int16_t* sums32;  // per 32
+  float* d;
+};
+Q8KOut Q8KOutOf(void* out, int64_t cols) {
+  auto* p = static_cast<uint8_t*>(out);
+  int16_t* sums = reinterpret_cast<int16_t*>(p + cols);
+  return {reinterpret_cast<int8_t*>(p), sums, sums + cols / 16,
+          reinterpret_cast<float*>(p + cols + (cols / 16) * 2 + (cols / 32) * 2)};
+}
+// Block b of an all-zero stretch: zero codes, sums and scale.
+void ZeroQ8KBlock(const Q8KOut& o, int64_t b) {
+  o.d[b] = 0.f;
+  std::memset(o.qs + b * 256, 0, 256);
+  for (int j = 0; j < 16; ++j) o.sums[b * 16 + j] = 0;
+  for (int j = 0; j < 8; ++j) o.sums32[b * 8 + j] = 0;
+}
+// Block b's sums per 32 (from its sums per 16) and its scale.
+void FinishQ8KBlock(const Q8KOut& o, int64_t b, float iscale) {
+  for (int j = 0; j < 8; ++j) {
+    o.sums32[b * 8 + j] = static_cast<int16_t>(o.sums[b * 16 + 2 * j] + o.sums[b * 16 + 2 * j + 1]);
+  }
+  o.d[b] = 1 / iscale;
+}
+
+void Q8RowsScalar(const float* x, int64_t cols, void* out, float* block_s) {
   const int64_t nb = cols / kQBlock;
-  int8_t* qs = reinterpret_cast<int8_t*>(p);
-  int32_t* sums = reinterpret_cast<int32_t*>(p + cols);
-  float* d = reinterpret_cast<float*>(p + cols + nb * 4);
+  const auto [qs, sums, d] = Q8OutOf(out, cols);
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQBlock;
     // As std::fmax: a NaN is passed over, an infinity kept.
@@ -90,17 +128,15 @@ void Q8RowsScalar(const float* x, int64_t cols, void* out, float* block_s) {
 // plain _mm512_add_ps with the multiply before it into one FMA, which rounds once instead of
 // twice (the q8_K codes then differed from the scalar code's).
 __attribute__((target("avx512f"))) inline __m512i NearestInts(__m512 v) {
-  const __m512 biased = _mm512_add_round_ps(v, _mm512_set1_ps(12582912.f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 biased =
+      _mm512_add_round_ps(v, _mm512_set1_ps(12582912.f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512i bits = _mm512_castps_si512(biased);
   return _mm512_sub_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x007fffff)), _mm512_set1_epi32(0x00400000));
 }
 
 __attribute__((target("avx512f"))) void Q8RowsAvx512(const float* x, int64_t cols, void* out, float* block_s) {
-  auto* p = static_cast<uint8_t*>(out);
   const int64_t nb = cols / kQBlock;
-  int8_t* qs = reinterpret_cast<int8_t*>(p);
-  int32_t* sums = reinterpret_cast<int32_t*>(p + cols);
-  float* d = reinterpret_cast<float*>(p + cols + nb * 4);
+  const auto [qs, sums, d] = Q8OutOf(out, cols);
   const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
   for (int64_t b = 0; b < nb; ++b) {
     const __m512 x0 = _mm512_loadu_ps(x + b * kQBlock), x1 = _mm512_loadu_ps(x + b * kQBlock + 16);
@@ -143,14 +179,10 @@ void Q8_1Row(const float* x, int64_t cols, void* out) {
 // ggml's quantize_row_q8_K_ref: the value of largest magnitude, with its sign, maps to -127
 // (so d may be negative); codes are clamped to 127.
 void Q8KRowScalar(const float* x, int64_t cols, void* out) {
-  auto* p = static_cast<uint8_t*>(out);
-  int8_t* qs = reinterpret_cast<int8_t*>(p);
-  int16_t* sums = reinterpret_cast<int16_t*>(p + cols);
-  int16_t* sums32 = sums + cols / 16;
-  float* d = reinterpret_cast<float*>(p + cols + (cols / 16) * 2 + (cols / 32) * 2);
+  const Q8KOut o = Q8KOutOf(out, cols);
   for (int64_t b = 0; b < cols / 256; ++b) {
     const float* xb = x + b * 256;
-    int8_t* qb = qs + b * 256;
+    int8_t* qb = o.qs + b * 256;
     float max = 0, amax = 0;
     for (int j = 0; j < 256; ++j) {
       if (std::fabs(xb[j]) > amax) {
@@ -159,10 +191,7 @@ void Q8KRowScalar(const float* x, int64_t cols, void* out) {
       }
     }
     if (amax == 0.f) {
-      d[b] = 0.f;
-      std::memset(qb, 0, 256);
-      for (int j = 0; j < 16; ++j) sums[b * 16 + j] = 0;
-      for (int j = 0; j < 8; ++j) sums32[b * 8 + j] = 0;
+      ZeroQ8KBlock(o, b);
       continue;
     }
     const float iscale = -127.f / max;
@@ -170,10 +199,9 @@ void Q8KRowScalar(const float* x, int64_t cols, void* out) {
     for (int j = 0; j < 16; ++j) {
       int32_t sum = 0;
       for (int i = 0; i < 16; ++i) sum += qb[16 * j + i];
-      sums[b * 16 + j] = static_cast<int16_t>(sum);
+      o.sums[b * 16 + j] = static_cast<int16_t>(sum);
     }
-    for (int j = 0; j < 8; ++j) sums32[b * 8 + j] = static_cast<int16_t>(sums[b * 16 + 2 * j] + sums[b * 16 + 2 * j + 1]);
-    d[b] = 1 / iscale;
+    FinishQ8KBlock(o, b, iscale);
   }
 }
 
@@ -186,27 +214,21 @@ void Q8KRowScalar(const float* x, int64_t cols, void* out) {
 // codes are NearestInt's arithmetic, capped at 127 and cut to int8 as the scalar casts do, and
 // the sums are taken over the cut codes.
 __attribute__((target("avx512f"))) void Q8KRowAvx512(const float* x, int64_t cols, void* out) {
-  auto* p = static_cast<uint8_t*>(out);
-  int8_t* qs = reinterpret_cast<int8_t*>(p);
-  int16_t* sums = reinterpret_cast<int16_t*>(p + cols);
-  int16_t* sums32 = sums + cols / 16;
-  float* d = reinterpret_cast<float*>(p + cols + (cols / 16) * 2 + (cols / 32) * 2);
+  const Q8KOut o = Q8KOutOf(out, cols);
   for (int64_t b = 0; b < cols / 256; ++b) {
     const float* xb = x + b * 256;
-    int8_t* qb = qs + b * 256;
+    int8_t* qb = o.qs + b * 256;
     __m512 m = _mm512_setzero_ps();
     for (int i = 0; i < 16; ++i) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)), m);
     const float amax = _mm512_reduce_max_ps(m);
     if (amax == 0.f) {
-      d[b] = 0.f;
-      std::memset(qb, 0, 256);
-      for (int j = 0; j < 16; ++j) sums[b * 16 + j] = 0;
-      for (int j = 0; j < 8; ++j) sums32[b * 8 + j] = 0;
+      ZeroQ8KBlock(o, b);
       continue;
     }
     float max = 0.f;
     for (int i = 0; i < 16; ++i) {
-      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * i));
+      const __mmask16 at = _mm512_cmp_ps_mask(a, _mm512_set1_ps(amax), _CMP_EQ_OQ);
       if (at != 0) {
         max = xb[16 * i + __builtin_ctz(at)];
         break;
@@ -215,13 +237,13 @@ __attribute__((target("avx512f"))) void Q8KRowAvx512(const float* x, int64_t col
     const float iscale = -127.f / max;
     const __m512 vis = _mm512_set1_ps(iscale);
     for (int i = 0; i < 16; ++i) {
-      const __m512i q = _mm512_min_epi32(NearestInts(_mm512_mul_ps(vis, _mm512_loadu_ps(xb + 16 * i))), _mm512_set1_epi32(127));
+      const __m512i q =
+          _mm512_min_epi32(NearestInts(_mm512_mul_ps(vis, _mm512_loadu_ps(xb + 16 * i))), _mm512_set1_epi32(127));
       const __m128i q8 = _mm512_cvtepi32_epi8(q);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16 * i), q8);
-      sums[b * 16 + i] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));
+      o.sums[b * 16 + i] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8)));
     }
-    for (int j = 0; j < 8; ++j) sums32[b * 8 + j] = static_cast<int16_t>(sums[b * 16 + 2 * j] + sums[b * 16 + 2 * j + 1]);
-    d[b] = 1 / iscale;
+    FinishQ8KBlock(o, b, iscale);
   }
 }
 #pragma GCC diagnostic pop
