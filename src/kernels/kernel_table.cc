@@ -155,35 +155,25 @@ const KernelTable& ScalarKernels() {
   return table;
 }
 
-const KernelTable* Avx2Kernels() {
-#if defined(DAISY_HAVE_X86_KERNELS)
-  if (!HasAvx2()) return nullptr;
-  static const KernelTable table = BuiltOrDie(AllKernelSets()[1]);
+namespace {
+// Set kIndex's table, built once, where the CPU supports it.
+template <size_t kIndex>
+const KernelTable* BuiltIf(bool supported) {
+  if (!supported) return nullptr;
+  static const KernelTable table = BuiltOrDie(AllKernelSets()[kIndex]);
   return &table;
-#else
-  return nullptr;
-#endif
 }
+}  // namespace
 
-const KernelTable* Avx512Kernels() {
 #if defined(DAISY_HAVE_X86_KERNELS)
-  if (!HasAvx512()) return nullptr;
-  static const KernelTable table = BuiltOrDie(AllKernelSets()[2]);
-  return &table;
+const KernelTable* Avx2Kernels() { return BuiltIf<1>(HasAvx2()); }
+const KernelTable* Avx512Kernels() { return BuiltIf<2>(HasAvx512()); }
+const KernelTable* AmxKernels() { return BuiltIf<3>(HasAmx()); }
 #else
-  return nullptr;
+const KernelTable* Avx2Kernels() { return nullptr; }
+const KernelTable* Avx512Kernels() { return nullptr; }
+const KernelTable* AmxKernels() { return nullptr; }
 #endif
-}
-
-const KernelTable* AmxKernels() {
-#if defined(DAISY_HAVE_X86_KERNELS)
-  if (!HasAmx()) return nullptr;
-  static const KernelTable table = BuiltOrDie(AllKernelSets()[3]);
-  return &table;
-#else
-  return nullptr;
-#endif
-}
 
 std::vector<const KernelTable*> AllSupportedKernels() {
   std::vector<const KernelTable*> out{&ScalarKernels()};
