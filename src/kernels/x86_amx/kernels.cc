@@ -211,6 +211,23 @@ T* Reserve(std::unique_ptr<T[], Free>& p, size_t& have, size_t count) {
   return p.get();
 }
 
+// Activation row r's int8 codes (qs, nk 32-element pieces) into tile form: per tile of 16 rows
+// and piece, the rows' 32 bytes one after another (a tile load then reads 8 whole cache lines
+// instead of 16 rows' halves).
+void RowToTiles(const int8_t* qs, int64_t nk, int r, int8_t* act_tiles) {
+  const int64_t t = r / kTileRows, j = r % kTileRows;
+  for (int64_t k = 0; k < nk; ++k) {
+    std::memcpy(act_tiles + ((t * nk + k) * kTileRows + j) * kQBlock, qs + k * kQBlock, kQBlock);
+  }
+}
+
+// The lanes of row group g that are in [o_begin, o_end) and exist.
+__mmask16 GroupLanes(int64_t g, int64_t o_begin, int64_t o_end, int64_t rows) {
+  const int64_t first = std::max<int64_t>(o_begin, g * kRowGroup);
+  const int64_t last = std::min<int64_t>({o_end, g * kRowGroup + kRowGroup, rows});
+  return static_cast<__mmask16>(((1u << (last - first)) - 1) << (first - g * kRowGroup));
+}
+
 template <WeightType kType>
 void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y, size_t y_stride,
              int64_t o_begin, int64_t o_end) {
@@ -232,24 +249,18 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
     float* scales = Reserve(sc.scales, sc.scales_n, nb * kRowGroup);
     int8_t* act_tiles = Reserve(sc.act_tiles, sc.act_tiles_n, tiles_of_rows * nb * kTileBlockBytes);
     float* act_d = Reserve(sc.act_d, sc.act_d_n, tiles_of_rows * nb * kTileRows);
-    // Activation rows in tile form: per tile of 16 rows and block, the rows' 32 bytes one after
-    // another (a tile load then reads 8 whole cache lines instead of 16 rows' halves), and the
-    // rows' block scales likewise.
+    // Activation rows in tile form, and their block scales likewise.
     for (int r = 0; r < tiled; ++r) {
       const ActQ8View x = ViewActQ8(static_cast<const uint8_t*>(act) + r * act_stride, w.cols);
+      RowToTiles(x.qs, nb, r, act_tiles);
       const int64_t base = (r / kTileRows) * nb;
-      for (int64_t b = 0; b < nb; ++b) {
-        std::memcpy(act_tiles + ((base + b) * kTileRows + r % kTileRows) * kQBlock, x.qs + b * kQBlock, kQBlock);
-        act_d[(base + b) * kTileRows + r % kTileRows] = x.d[b];
-      }
+      for (int64_t b = 0; b < nb; ++b) act_d[(base + b) * kTileRows + r % kTileRows] = x.d[b];
     }
     const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
     const uint8_t* data = static_cast<const uint8_t*>(w.data);
     for (int64_t g = g_begin; g < g_end; ++g) {
       GroupToTiles<kType>(w, g, tiles, scales);
-      const int64_t first = std::max<int64_t>(o_begin, g * kRowGroup);
-      const int64_t last = std::min<int64_t>({o_end, g * kRowGroup + kRowGroup, w.rows});
-      const __mmask16 keep = static_cast<__mmask16>(((1u << (last - first)) - 1) << (first - g * kRowGroup));
+      const __mmask16 keep = GroupLanes(g, o_begin, o_end, w.rows);
       const uint8_t* next = g + 1 < g_end ? data + (g + 1) * nb * kGroupBlockBytes : nullptr;
       for (int t = 0; t < tiles_of_rows; ++t) {
         TileRows(nb, tiles, scales, act_tiles + t * nb * kTileBlockBytes, act_d + t * nb * kTileRows,
@@ -372,10 +383,8 @@ void IntQMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n
     int32_t* xs = Reserve(sc.xs, sc.xs_n, tiles_of_rows * nb * kPairs * kTileRows);
     for (int r = 0; r < tiled; ++r) {
       const ActQ8KView x = ViewActQ8K(static_cast<const uint8_t*>(act) + r * act_stride, w.cols);
+      RowToTiles(x.qs, nk, r, act_tiles);
       const int t = r / kTileRows, j = r % kTileRows;
-      for (int64_t k = 0; k < nk; ++k) {
-        std::memcpy(act_tiles + ((t * nk + k) * kTileRows + j) * kQBlock, x.qs + k * kQBlock, kQBlock);
-      }
       for (int64_t b = 0; b < nb; ++b) {
         dx[(t * nb + b) * kTileRows + j] = x.d[b];
         for (int p = 0; p < kPairs; ++p) {
@@ -390,9 +399,7 @@ void IntQMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n
     for (int64_t g = g_begin; g < g_end; ++g) {
       avx512::SignedCodeTiles<kType>(w, g, tiles);
       GroupSideData<kType>(w, g, scales, mins, d, e);
-      const int64_t first = std::max<int64_t>(o_begin, g * kRowGroup);
-      const int64_t last = std::min<int64_t>({o_end, g * kRowGroup + kRowGroup, w.rows});
-      const __mmask16 keep = static_cast<__mmask16>(((1u << (last - first)) - 1) << (first - g * kRowGroup));
+      const __mmask16 keep = GroupLanes(g, o_begin, o_end, w.rows);
       const uint8_t* next = g + 1 < g_end ? data + (g + 1) * nb * L.bytes() : nullptr;
       for (int t = 0; t < tiles_of_rows; ++t) {
         IntTileRows<kType>(nb, tiles, scales, mins, d, e, act_tiles + t * nk * kTileBlockBytes,
