@@ -6,22 +6,31 @@
 # last under ThreadSanitizer the threaded parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's start time on stderr, so a slow CI run shows where its time went.
+stage() { echo "== $(date -u +%T) $*" >&2; }
+stage setup
 scripts/setup.sh
 jobs=$(nproc)
+
+stage "Release build and tests"
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDAISY_WERROR=ON >/dev/null
 cmake --build build --parallel "$jobs"
 (cd build && ctest --output-on-failure --timeout 900 -j "$jobs")
 
+stage "ASan+UBSan build and unit tests"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DDAISY_FUZZ=ON -DDAISY_FUZZ_COVERAGE=OFF -DDAISY_SANITIZE=address,undefined -DDAISY_BENCH=OFF >/dev/null
 cmake --build build-sanitize --parallel "$jobs"
 (cd build-sanitize && ctest --output-on-failure --timeout 900 -j "$jobs" -L unit)
+stage "multi-process tests under ASan+UBSan"
 # The multi-process tests again with every daisy process under ASan+UBSan (a report in any
 # process's stderr fails the test: tests/integration/lib.mjs).
 (cd build-sanitize && ctest --output-on-failure --timeout 900 -j "$jobs" -R '^(pipeline|serve|resume|faults)$')
+stage "fuzz smoke"
 FUZZ_BUILD=build-sanitize FUZZ_SECONDS="${FUZZ_SECONDS:-5}" scripts/fuzz.sh
 
+stage "ThreadSanitizer build and tests"
 # ThreadSanitizer over the threaded parts: the links and TLS, the HTTP server, the pipeline and
 # the scheduler (unit tests), then serving and resuming with real processes.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
@@ -31,3 +40,4 @@ for t in transport/net_test http/http_test pipeline/pipeline_test coord/schedule
   TSAN_OPTIONS=halt_on_error=1 "build-tsan/src/$t" --gtest_brief=1
 done
 DAISY=build-tsan/apps/daisy node --test --test-concurrency=1 tests/integration/serve.test.mjs tests/integration/resume.test.mjs
+stage done

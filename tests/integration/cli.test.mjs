@@ -27,7 +27,7 @@ test("gen-model is deterministic for a seed", () => {
 
 test("gen-model streams: the 70B shape's widest layer needs little memory", () => {
   const big = path.join(dir, "wide.gguf");
-  const r = run(["gen-model", "--shape", "llama-3.1-70b", "--layers", "1", "--type", "q4_0", "-o", big, "--json"]);
+  const r = run(["gen-model", "--shape", "llama-3.1-70b", "--layers", "1", "--type", "q4_0", "--pure", "-o", big, "--json"]);
   assert.equal(r.code, 0, r.err);
   const j = lastJson(r.out);
   assert.ok(j.bytes > 1.5e9, `expected a >1.5 GB file, got ${j.bytes}`);
