@@ -201,56 +201,73 @@ DAISY_PACK_INT_BLOCK(kLayoutQ6K)
 DAISY_PACK_INT_BLOCK(kLayoutIq4Xs)
 #undef DAISY_PACK_INT_BLOCK
 
-void PackIntBlock(const IntLayout& layout, const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales) {
-  if (layout == kLayoutQ4_1) return PackIntBlockFor<kLayoutQ4_1>(rows, data, scales);
-  if (layout == kLayoutQ5_0) return PackIntBlockFor<kLayoutQ5_0>(rows, data, scales);
-  if (layout == kLayoutQ5_1) return PackIntBlockFor<kLayoutQ5_1>(rows, data, scales);
-  if (layout == kLayoutIq4Nl) return PackIntBlockFor<kLayoutIq4Nl>(rows, data, scales);
-  if (layout == kLayoutQ2K) return PackIntBlockFor<kLayoutQ2K>(rows, data, scales);
-  if (layout == kLayoutQ3K) return PackIntBlockFor<kLayoutQ3K>(rows, data, scales);
-  if (layout == kLayoutQ4K) return PackIntBlockFor<kLayoutQ4K>(rows, data, scales);
-  if (layout == kLayoutQ5K) return PackIntBlockFor<kLayoutQ5K>(rows, data, scales);
-  if (layout == kLayoutQ6K) return PackIntBlockFor<kLayoutQ6K>(rows, data, scales);
-  if (layout == kLayoutIq4Xs) return PackIntBlockFor<kLayoutIq4Xs>(rows, data, scales);
+namespace {
+
+template <IntLayout L>
+void UnpackIntRowFor(const uint8_t* data, const uint16_t* scales, int row, RowBlock& out) {
+  out = RowBlock{};
+  for (int s = 0; s < L.block / 4; ++s) {
+    // A step's 4 elements share their bytes' places and shifts (nib: row % 8's bytes, the high
+    // nibble for rows 8-15; l2: the step's 2 bits).
+    const uint8_t* base = data + L.base_at(s) + (L.base == CodeBase::kNib ? (row % 8) * 4 : row * 4);
+    [[maybe_unused]] const uint8_t* high = data + L.high_at(s) + row * 4;
+    for (int t = 0; t < 4; ++t) {
+      int code;
+      if constexpr (L.base == CodeBase::kNib) {
+        code = (base[t] >> (row < 8 ? 0 : 4)) & 15;
+      } else {
+        code = (base[t] >> (2 * (s % 4))) & 3;
+      }
+      if constexpr (L.high != CodeHigh::kNone) {
+        constexpr int kMask = L.high == CodeHigh::kH1 ? 1 : 3;
+        code |= ((high[t] >> L.high_bit(s)) & kMask) << L.high_shift();
+      }
+      out.code[4 * s + t] = static_cast<uint8_t>(code);
+    }
+  }
+  for (int j = 0; j < L.nsub(); ++j) {
+    const uint8_t sc = data[L.scales_at() + IntLayout::SubIndex(j, row)];
+    if constexpr (L.scales == SubScales::kNone) {
+      out.scale[j] = 1;
+    } else if constexpr (L.scales == SubScales::kInt8) {
+      out.scale[j] = static_cast<int8_t>(sc);
+    } else if constexpr (L.scales == SubScales::kInt8AndMin) {
+      out.scale[j] = static_cast<int8_t>(sc);
+      out.min[j] = data[L.mins_at() + IntLayout::SubIndex(j, row)];
+    } else {
+      out.scale[j] = static_cast<int8_t>(sc & 15);
+      out.min[j] = static_cast<uint8_t>(sc >> 4);
+    }
+    if constexpr (L.extra == Extra::kSum) out.min[j] = 1;
+  }
+  out.d = scales[row];
+  if constexpr (L.f16s() == 2) out.e = scales[kRowGroup + row];
+}
+
+// Calls f.template operator()<L>() with the family's layout equal to `layout` (as a constant).
+template <class F>
+void WithLayout(const IntLayout& layout, F&& f) {
+  if (layout == kLayoutQ4_1) return f.template operator()<kLayoutQ4_1>();
+  if (layout == kLayoutQ5_0) return f.template operator()<kLayoutQ5_0>();
+  if (layout == kLayoutQ5_1) return f.template operator()<kLayoutQ5_1>();
+  if (layout == kLayoutIq4Nl) return f.template operator()<kLayoutIq4Nl>();
+  if (layout == kLayoutQ2K) return f.template operator()<kLayoutQ2K>();
+  if (layout == kLayoutQ3K) return f.template operator()<kLayoutQ3K>();
+  if (layout == kLayoutQ4K) return f.template operator()<kLayoutQ4K>();
+  if (layout == kLayoutQ5K) return f.template operator()<kLayoutQ5K>();
+  if (layout == kLayoutQ6K) return f.template operator()<kLayoutQ6K>();
+  if (layout == kLayoutIq4Xs) return f.template operator()<kLayoutIq4Xs>();
   DAISY_CHECK(false);  // a layout not of the family
 }
 
+}  // namespace
+
+void PackIntBlock(const IntLayout& layout, const RowBlock* const rows[kRowGroup], uint8_t* data, uint16_t* scales) {
+  WithLayout(layout, [&]<IntLayout L>() { PackIntBlockFor<L>(rows, data, scales); });
+}
+
 void UnpackIntRow(const IntLayout& layout, const uint8_t* data, const uint16_t* scales, int row, RowBlock& out) {
-  out = RowBlock{};
-  for (int e = 0; e < layout.block; ++e) {
-    const int s = e / 4, t = e % 4;
-    int code;
-    if (layout.base == CodeBase::kNib) {
-      code = (data[layout.base_at(s) + (row % 8) * 4 + t] >> (row < 8 ? 0 : 4)) & 15;
-    } else {
-      code = (data[layout.base_at(s) + row * 4 + t] >> (2 * (s % 4))) & 3;
-    }
-    if (layout.high != CodeHigh::kNone) {
-      const int mask = layout.high == CodeHigh::kH1 ? 1 : 3;
-      code |= ((data[layout.high_at(s) + row * 4 + t] >> layout.high_bit(s)) & mask) << layout.high_shift();
-    }
-    out.code[e] = static_cast<uint8_t>(code);
-  }
-  for (int j = 0; j < layout.nsub(); ++j) {
-    const uint8_t sc = data[layout.scales_at() + IntLayout::SubIndex(j, row)];
-    switch (layout.scales) {
-      case SubScales::kNone: out.scale[j] = 1; break;
-      case SubScales::kInt8: out.scale[j] = static_cast<int8_t>(sc); break;
-      case SubScales::kInt8AndMin:
-        out.scale[j] = static_cast<int8_t>(sc);
-        out.min[j] = data[layout.mins_at() + IntLayout::SubIndex(j, row)];
-        break;
-      case SubScales::kNibbles:
-        out.scale[j] = static_cast<int8_t>(sc & 15);
-        out.min[j] = static_cast<uint8_t>(sc >> 4);
-        break;
-    }
-  }
-  if (layout.extra == Extra::kSum) {
-    for (int j = 0; j < layout.nsub(); ++j) out.min[j] = 1;
-  }
-  out.d = scales[row];
-  if (layout.f16s() == 2) out.e = scales[kRowGroup + row];
+  WithLayout(layout, [&]<IntLayout L>() { UnpackIntRowFor<L>(data, scales, row, out); });
 }
 
 void DequantizeRowBlock(const IntLayout& layout, const RowBlock& in, float* out) {

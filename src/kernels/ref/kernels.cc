@@ -96,18 +96,29 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
   const int64_t nb = w.cols / layout.block;
   const auto* data = static_cast<const uint8_t*>(w.data);
   std::vector<float> sums(static_cast<size_t>(n_rows) * kRowGroup);
+  std::vector<ActQ8View> q8s(static_cast<size_t>(n_rows));
+  std::vector<ActQ8KView> q8ks(static_cast<size_t>(n_rows));
+  for (int r = 0; r < n_rows; ++r) {
+    const void* row = static_cast<const uint8_t*>(act) + r * act_stride;
+    if (super) {
+      q8ks[r] = ViewActQ8K(row, w.cols);
+    } else {
+      q8s[r] = ViewActQ8(row, w.cols);
+    }
+  }
   RowBlock rows[kRowGroup];
+  int16_t values[kRowGroup][256];  // each row's code values (CodeValue), for every activation row
   for (int64_t g = o_begin / kRowGroup; g * kRowGroup < o_end; ++g) {
     std::fill(sums.begin(), sums.end(), 0.f);
     for (int64_t b = 0; b < nb; ++b) {
       for (int l = 0; l < kRowGroup; ++l) {
         UnpackIntRow(layout, data + (g * nb + b) * f.group_block_bytes, w.scales + (g * nb + b) * f.group_scales,
                      l, rows[l]);
+        for (int e = 0; e < layout.block; ++e) values[l][e] = static_cast<int16_t>(CodeValue(layout, rows[l].code[e]));
       }
       for (int r = 0; r < n_rows; ++r) {
-        const void* row = static_cast<const uint8_t*>(act) + r * act_stride;
-        const ActQ8View q8 = ViewActQ8(row, w.cols);
-        const ActQ8KView q8k = ViewActQ8K(row, w.cols);
+        const ActQ8View& q8 = q8s[r];
+        const ActQ8KView& q8k = q8ks[r];
         const int8_t* xq = (super ? q8k.qs : q8.qs) + b * layout.block;
         const float dx = super ? q8k.d[b] : q8.d[b];
         for (int l = 0; l < kRowGroup; ++l) {
@@ -115,7 +126,7 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
           int32_t isum = 0, msum = 0;
           for (int j = 0; j < layout.nsub(); ++j) {
             int32_t dot = 0;
-            for (int e = j * layout.sub; e < (j + 1) * layout.sub; ++e) dot += CodeValue(layout, rb.code[e]) * xq[e];
+            for (int e = j * layout.sub; e < (j + 1) * layout.sub; ++e) dot += values[l][e] * xq[e];
             const int32_t xsum = !super ? q8.block_sum[b]
                                  : layout.sub == 16 ? q8k.sum16[b * 16 + j] : q8k.sum32[b * 8 + j];
             isum += rb.scale[j] * (dot - layout.off * xsum);
