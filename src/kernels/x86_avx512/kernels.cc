@@ -59,8 +59,13 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
     // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) it gave
     // two-thread decoding +3% (q8_0) and +10% (q4_0) and one thread the same speed
     // (PrefetchSmallTiles: Intel's CPUs take it, others not; docs/benchmarks.md).
-    if constexpr (kRX >= 5 || kPrefetchSmall) {
+    if constexpr (kRX >= 5) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
+    } else if constexpr (kPrefetchSmall) {
+#pragma GCC unroll 8
+      for (int64_t line = 0; line < kGroupBlockBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes + line, _MM_HINT_T0);
+      }
     }
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
