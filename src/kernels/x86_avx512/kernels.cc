@@ -56,8 +56,9 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
     // memory while doing 8 rows of work on each block). One- to four-row tiles (decoding,
     // verifying drafts) stream at memory speed, and there it depends on the CPU: on an AMD EPYC
     // (Zen 4) it took one-thread q8_0 decoding from ~21 to ~15 tok/s (1B shape), as if it kept
-    // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) it gave
-    // two-thread decoding +3% (q8_0) and +10% (q4_0) and one thread the same speed
+    // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) asking for
+    // every line of the block 16 blocks ahead gave decoding +17-19% (q4_0, one and two
+    // threads) and +7% (q8_0, two threads), where the first line alone gave +3-10%
     // (PrefetchSmallTiles: Intel's CPUs take it, others not; docs/benchmarks.md).
     if constexpr (kRX >= 5) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
