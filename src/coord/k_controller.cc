@@ -227,8 +227,8 @@ int KController::Choose(const Others& others) {
 
 bool KController::PlainTrialDue(double best_rate) const {
   const Timing& plain = (*verify_)[0];
-  // kPlainTimedSteps plain steps measure it (the first may be slow: buffers and caches warm); K = 0's time
-  // is then the rule's to keep up, as any K's.
+  // kPlainTimedSteps plain steps measure it (the first may be slow: buffers and caches warm);
+  // K = 0's time is then the rule's to keep up, as any K's.
   if (plain.n >= kPlainTimedSteps || (plain.n == 0 ? steps_ < kPlainTrialFrom : steps_ - last_plain_step_ < kPlainTrialEvery)) {
     return false;
   }

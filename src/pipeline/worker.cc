@@ -22,7 +22,7 @@ struct Worker::Conn {
 };
 
 struct Worker::Task {
-  enum Kind { kForward, kRelease, kReset, kFree } kind = kForward;
+  enum class Kind { kForward, kRelease, kReset, kFree } kind = Kind::kForward;
   uint64_t session = 0;
   ForwardHeader header;
   std::vector<uint8_t> payload;  // the forward frame (activations inside)
@@ -201,7 +201,7 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
         t.act_offset = static_cast<size_t>(act.data() - f.payload.data());
         t.act_bytes = act.size();
       }
-      t.kind = Task::kForward;
+      t.kind = Task::Kind::kForward;
       t.payload = std::move(f.payload);
       Push(std::move(t));
       return Status::Ok();
@@ -222,7 +222,7 @@ Status Worker::Dispatch(const std::shared_ptr<Conn>& c, transport::Frame& f) {
       DAISY_RETURN_IF_ERROR(d.Get(n));
       if (n > 65536) return DataLoss("release of %u sequences", n);
       Task t;
-      t.kind = Task::kRelease;
+      t.kind = Task::Kind::kRelease;
       t.seqs.resize(n);
       for (int32_t& s : t.seqs) DAISY_RETURN_IF_ERROR(d.Get(s));
       DAISY_RETURN_IF_ERROR(d.ExpectEnd());
@@ -273,7 +273,7 @@ Status Worker::HandleConfigure(const std::shared_ptr<Conn>& c, const Configure& 
   coordinator_ = c;
   downstream_ = down;
   Task reset;
-  reset.kind = Task::kReset;
+  reset.kind = Task::Kind::kReset;
   reset.session = cfg.session;
   reset.config = cfg;
   reset.kept = std::make_shared<std::promise<Configured>>();
@@ -388,7 +388,7 @@ void Worker::ComputeLoop() {
                          static_cast<unsigned long long>(ended_session_));
           ended_session_ = 0;
           Task release_all;
-          release_all.kind = Task::kFree;
+          release_all.kind = Task::Kind::kFree;
           tasks_.push_back(std::move(release_all));
         }
       }
@@ -398,22 +398,22 @@ void Worker::ComputeLoop() {
       }
       t = std::move(tasks_.front());
       tasks_.pop_front();
-      if (t.kind == Task::kReset) ended_session_ = 0;
-      const bool stale = (t.kind == Task::kForward || t.kind == Task::kRelease) && t.session != session_;
+      if (t.kind == Task::Kind::kReset) ended_session_ = 0;
+      const bool stale = (t.kind == Task::Kind::kForward || t.kind == Task::Kind::kRelease) && t.session != session_;
       if (stale) continue;  // a stale session's work
       if (coordinator_) coordinator = coordinator_->conn;
       downstream = downstream_;
       wire = config_.wire;
     }
-    if (t.kind == Task::kReset || t.kind == Task::kFree) {
+    if (t.kind == Task::Kind::kReset || t.kind == Task::Kind::kFree) {
       Configure c = t.config;
-      if (t.kind == Task::kFree) c.max_rows = c.max_seqs = c.seq_capacity = 1;  // a minimal stage, no KV
+      if (t.kind == Task::Kind::kFree) c.max_rows = c.max_seqs = c.seq_capacity = 1;  // a minimal stage, no KV
       const runtime::StageOptions o = StageOptionsFor(
           shard_.info, {.max_batch_rows = c.max_rows, .seq_capacity = c.seq_capacity, .max_seqs = c.max_seqs,
                         .kv_budget_bytes = options_.kv_budget_bytes, .rope_context = c.rope_context});
       Configured kept;
       // A resumed session keeps the KV of the one it continues if the stage is the same shape.
-      const bool keep = t.kind == Task::kReset && c.resume != 0 && c.resume == stage_session_ && stage_ != nullptr &&
+      const bool keep = t.kind == Task::Kind::kReset && c.resume != 0 && c.resume == stage_session_ && stage_ != nullptr &&
                         stage_options_.max_batch_rows == o.max_batch_rows &&
                         stage_options_.seq_capacity == o.seq_capacity && stage_options_.max_seqs == o.max_seqs &&
                         stage_options_.rope_context == o.rope_context;
@@ -426,12 +426,12 @@ void Worker::ComputeLoop() {
         stage_ = std::make_unique<LocalStage>(*shard_.model, o, *kernels_, *pool_);
         stage_options_ = o;
       }
-      stage_session_ = t.kind == Task::kReset ? t.session : 0;
+      stage_session_ = t.kind == Task::Kind::kReset ? t.session : 0;
       held_ = stage_->stage().kv().n_sequences();
       if (t.kept) t.kept->set_value(std::move(kept));
       continue;
     }
-    if (t.kind == Task::kRelease) {
+    if (t.kind == Task::Kind::kRelease) {
       for (int32_t s : t.seqs) stage_->Release(s);
       held_ = stage_->stage().kv().n_sequences();
       continue;
