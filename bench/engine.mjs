@@ -6,14 +6,18 @@
 //
 //   node bench/engine.mjs [--models 1b-q4_0,1b-q8_0,8b-q4_0,qwen2.5-7b-q4_k_m,...] [--threads 1,2]
 //                         [--rounds 3] [--prompt 128] [--gen 128] [--dir /tmp/daisy-bench]
-//                         [--ab OLD_DAISY] [--no-llama]
+//                         [--ab OLD_DAISY] [--no-llama] [--kernels avx2] [--llama-cpu haswell]
 // --ab runs another daisy build as a third side in the same alternation (a refactor's "within
 // noise of the build before", side by side); its ids must equal this build's. --no-llama skips
-// llama.cpp (an A/B of two daisy builds alone).
+// llama.cpp (an A/B of two daisy builds alone). --kernels forces daisy's kernel table and
+// --llama-cpu llama.cpp's CPU variant (bench/lib.mjs): `--kernels avx2 --llama-cpu haswell` stands
+// in for an AVX2-only host on one with more (same cores and memory; no AVX-512 or VNNI on either
+// side).
 import fs from "node:fs";
 import path from "node:path";
 import {spawnSync} from "node:child_process";
 import {daisyBinary, getReferenceLlama, parseArgs, repoRoot, runDaisy, lastJsonLine} from "../tests/parity/lib.mjs";
+import {llamaCpuVariant} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -26,6 +30,8 @@ const genLen = Number(args.gen ?? 128);
 const dir = args.dir ?? "/tmp/daisy-bench";
 const abBin = args.ab;
 const withLlama = !args["no-llama"];
+const kernels = args.kernels;
+const llamaCpu = args["llama-cpu"];
 fs.mkdirSync(dir, {recursive: true});
 const log = (...a) => console.error("[bench]", ...a);
 const SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "8b": "llama-3.1-8b", "70b": "llama-3.1-70b"};
@@ -61,9 +67,10 @@ const promptIds = Array.from({length: promptLen}, (_, i) => 1000 + ((i * 7919) %
 
 function runOurs(file, threads, which = bin) {
   const out = runDaisy(which, ["run", "-m", file, "--ids", promptIds.join(","), "-n", String(genLen),
-                             "--ignore-eos", "--threads", String(threads), "--json"]);
+                             "--ignore-eos", "--threads", String(threads), "--json",
+                             ...(kernels ? ["--kernels", kernels] : [])]);
   const j = lastJsonLine(out);
-  return {prompt: j.prompt_tok_s, decode: j.decode_tok_s, ids: j.ids};
+  return {prompt: j.prompt_tok_s, decode: j.decode_tok_s, ids: j.ids, kernels: j.kernels};
 }
 
 async function runLlama(llama, file, threads) {
@@ -90,7 +97,14 @@ const stats = (xs) => {
   return {min: +s[0].toFixed(2), median: +median.toFixed(2), max: +s[n - 1].toFixed(2)};
 };
 
-const llama = withLlama ? await getReferenceLlama() : null;
+async function loadLlama() {
+  if (!llamaCpu) return getReferenceLlama();
+  const {getLlama, LlamaLogLevel} = await import(llamaCpuVariant(llamaCpu));
+  return getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
+}
+
+const llama = withLlama ? await loadLlama() : null;
+let daisyKernels = null;
 const rows = [];
 const bw = [];
 for (const name of models) {
@@ -109,6 +123,7 @@ for (const name of models) {
                                                                                : await runLlama(llama, file, threads);
         if (res.ids && ids && JSON.stringify(res.ids) !== JSON.stringify(ids)) throw new Error(`${name}: the --ab build's ids differ`);
         if (res.ids) ids = res.ids;
+        if (res.kernels) daisyKernels = res.kernels;
         const dst = side === "daisy" ? d : side === "ab" ? o : l;
         dst.prompt.push(res.prompt);
         dst.decode.push(res.decode);
@@ -135,5 +150,6 @@ for (const name of models) {
 }
 const key = (k) => stats(bw.map(b => b[k]));
 console.log(JSON.stringify({bench: "engine", prompt_tokens: promptLen, generated_tokens: genLen, rounds,
+                            daisy_kernels: daisyKernels, llamacpp_cpu_variant: llamaCpu ?? "ggml's best for this CPU",
                             machine_read_gb_s: {one_thread: key("read_gb_s_1thread"), two_threads: key("read_gb_s_2threads")},
                             rows}));

@@ -1,8 +1,9 @@
 // Two builds of daisy-bench-kernels side by side (a kernel change's before and after):
-// alternating, --rounds times per batch size, q4_0 matmul median ms per kernel table; prints
-// min/median/max of each side and the ratio of medians, as one JSON object.
+// alternating, --rounds times per batch size, matmul median ms per weight type and kernel table;
+// prints min/median/max of each side and the ratio of medians, as one JSON object.
 //   node bench/kernels_ab.mjs --a OLD/daisy-bench-kernels --b NEW/daisy-bench-kernels
-//                             [--batches 1,4,6,7,8,9,16,64] [--rounds 3]
+//                             [--batches 1,4,6,7,8,9,16,64] [--rounds 3] [--types q4_0]
+//                             [--kernels avx2,avx512 (default: every table this CPU has)]
 import {spawnSync} from "node:child_process";
 import {parseArgs} from "../tests/parity/lib.mjs";
 import {stats} from "./lib.mjs";
@@ -10,11 +11,14 @@ import {stats} from "./lib.mjs";
 const args = parseArgs();
 const batches = (args.batches ?? "1,4,6,7,8,9,16,64").split(",").map(Number);
 const rounds = Number(args.rounds ?? 3);
+const types = args.types ?? "q4_0";
 const run = (bin, batch) => {
-  const r = spawnSync("taskset", ["-c", "0", bin, "--batch", String(batch), "--reps", "5"], {encoding: "utf8"});
+  const argv = [bin, "--batch", String(batch), "--reps", "5", "--types", types,
+                ...(args.kernels ? ["--kernels", args.kernels] : [])];
+  const r = spawnSync("taskset", ["-c", "0", ...argv], {encoding: "utf8"});
   if (r.status !== 0) throw new Error(`${bin}: ${r.stderr}`);
   const j = JSON.parse(r.stdout.trim().split("\n").pop());
-  return Object.fromEntries(j.results.filter((x) => x.type === "q4_0").map((x) => [x.kernels, x.median_ms]));
+  return Object.fromEntries(j.results.map((x) => [`${x.type}/${x.kernels}`, x.median_ms]));
 };
 const out = {};
 for (const batch of batches) {
@@ -29,4 +33,4 @@ for (const batch of batches) {
   console.error(`[kernels-ab] batch ${batch}: ` + Object.entries(out[batch]).map(([k, x]) =>
     `${k} ${x.a_ms.median.toFixed(2)} -> ${x.b_ms.median.toFixed(2)} ms`).join(", "));
 }
-console.log(JSON.stringify({bench: "kernels_ab", a: args.a, b: args.b, rounds, type: "q4_0", batches: out}));
+console.log(JSON.stringify({bench: "kernels_ab", a: args.a, b: args.b, rounds, types, batches: out}));
