@@ -27,3 +27,14 @@ function(daisy_no_ubsan)
     set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS "-fno-sanitize=undefined")
   endif()
 endfunction()
+
+# daisy_asan_outline(<source>...): AddressSanitizer's checks in those files as calls into the
+# runtime instead of inline code (-fsanitize-address-outline-instrumentation, clang): the same
+# checks and reports, a little slower to run, and for the big SIMD kernel files a fraction of
+# the compile time (clang 14: the AVX-512 integer-family kernels 128 s -> 33 s, the AVX2 ones
+# 155 s -> 75 s).
+function(daisy_asan_outline)
+  if(DAISY_SANITIZE MATCHES "address" AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS "-fsanitize-address-outline-instrumentation")
+  endif()
+endfunction()

@@ -8,6 +8,12 @@
 // iq4 codes are looked up as their signed values, products taken as |code| x (sign-adjusted x),
 // so no offset is needed. Integer sums are exact: the results are the AVX-512 file's bits up to
 // float rounding, and each dot's float operations do not depend on the tile (batch invariance).
+//
+// Up to 4 activation rows share a pass over a half (every format: a block's code bytes are
+// unpacked once for all of them). A half-tile is `flatten`: g++ 12 left the step lambdas as calls
+// (their accumulator arrays then live in memory), which halved the K-quants' and iq4_xs's speed
+// (docs/benchmarks.md, "AVX2-only hosts"). It needs -O3 as well: at -O2 the row loops stay loops
+// over arrays and the kernels run at half speed.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -79,8 +85,8 @@ constexpr int Log2(int v) { return v <= 1 ? 0 : 1 + Log2(v / 2); }
 
 // Rows 8 kH0 .. 8 (kH0 + kNH) - 1 of row group g (one half or both) against kRX activation rows.
 template <WeightType kType, int kRX, int kH0, int kNH>
-void HalfTile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
-              int64_t o_begin, int64_t o_end) {
+[[gnu::flatten]] void HalfTile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y,
+                               size_t y_stride, int r0, int64_t o_begin, int64_t o_end) {
   static constexpr IntLayout L = *IntLayoutOf(kType);
   constexpr int kBytes = L.bytes();
   constexpr int kStepsPerSub = L.sub / 4;
@@ -266,7 +272,7 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
   static constexpr IntLayout L = *IntLayoutOf(kType);
   using View = ViewOf<kType>;
   const int64_t g_begin = o_begin / kRowGroup, g_end = (o_end + kRowGroup - 1) / kRowGroup;
-  constexpr int kMaxRX = L.nsub() == 1 ? 4 : 2;
+  constexpr int kMaxRX = 4;
   const int passes = (n_rows + kMaxRX - 1) / kMaxRX;
   const int64_t per_run = std::max<int64_t>(1, (256 << 10) / (static_cast<int64_t>(L.bytes()) * (w.cols / L.block)));
   for (int64_t gb = g_begin; gb < g_end; gb += per_run) {
@@ -283,10 +289,8 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
         }
       }
       for (int64_t g = gb; g < ge; ++g) {
-        if constexpr (kMaxRX == 4) {
-          if (n == 4) Tile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end);
-          if (n == 3) Tile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end);
-        }
+        if (n == 4) Tile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end);
+        if (n == 3) Tile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end);
         if (n == 2) Tile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end);
         if (n == 1) Tile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end);
       }
