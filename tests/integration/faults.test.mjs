@@ -136,6 +136,8 @@ test("mid-run, the worker's address turns into a black hole: the requests fail w
     .then(() => null, (e) => e);
   await new Promise((r) => setTimeout(r, 300));
   c.px.proc.kill("SIGKILL");
+  // Its listening socket is gone only once it has exited (listening again at once raced it).
+  await new Promise((r) => c.px.proc.on("exit", r));
   const hole = await proxy(null, ["--blackhole"], port);
   const err = await pending;
   assert.ok(err, "the request must fail");
