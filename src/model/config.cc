@@ -22,6 +22,16 @@ Result<int> ReadDim(const gguf::Reader& r, const std::string& key) {
   return static_cast<int>(v);
 }
 
+// The layer count: a dimension of at most kMaxLayers.
+Result<int> ReadLayers(const gguf::Reader& r, const std::string& key) {
+  DAISY_ASSIGN_OR_RETURN(uint64_t v, r.GetUint(key));
+  if (v == 0 || v > static_cast<uint64_t>(kMaxLayers)) {
+    return DataLoss("%s: %s = %llu is out of range (1..%d layers)", r.name().c_str(), key.c_str(),
+                    static_cast<unsigned long long>(v), kMaxLayers);
+  }
+  return static_cast<int>(v);
+}
+
 Result<float> ReadFloat(const gguf::Reader& r, const std::string& key) {
   DAISY_ASSIGN_OR_RETURN(double v, r.GetFloat(key));
   if (!std::isfinite(v)) return DataLoss("%s: %s is not a finite number", r.name().c_str(), key.c_str());
@@ -53,7 +63,7 @@ Result<ModelConfig> FromFamilyKeys(const gguf::Reader& r) {
   c.arch = std::string(arch->name);
   const std::string p = c.arch + ".";
   DAISY_ASSIGN_OR_RETURN(c.d_model, ReadDim(r, p + "embedding_length"));
-  DAISY_ASSIGN_OR_RETURN(c.n_layers, ReadDim(r, p + "block_count"));
+  DAISY_ASSIGN_OR_RETURN(c.n_layers, ReadLayers(r, p + "block_count"));
   DAISY_ASSIGN_OR_RETURN(c.n_heads, ReadDim(r, p + "attention.head_count"));
   c.n_kv_heads = c.n_heads;
   if (r.Find(p + "attention.head_count_kv") != nullptr) {
@@ -125,7 +135,7 @@ Result<ModelConfig> FromDescription(const gguf::Reader& r) {
   c.arch = std::string(arch);
   DAISY_ASSIGN_OR_RETURN(c.n_vocab, ReadDim(r, key("vocab_size")));
   DAISY_ASSIGN_OR_RETURN(c.d_model, ReadDim(r, key("embedding_length")));
-  DAISY_ASSIGN_OR_RETURN(c.n_layers, ReadDim(r, key("block_count")));
+  DAISY_ASSIGN_OR_RETURN(c.n_layers, ReadLayers(r, key("block_count")));
   DAISY_ASSIGN_OR_RETURN(c.n_heads, ReadDim(r, key("head_count")));
   DAISY_ASSIGN_OR_RETURN(c.n_kv_heads, ReadDim(r, key("head_count_kv")));
   DAISY_ASSIGN_OR_RETURN(c.head_dim, ReadDim(r, key("head_dim")));
@@ -236,7 +246,7 @@ void ModelConfig::EnableLongRope(int original) {
 
 std::vector<LayerSpec> ModelConfig::UniformLayers() const {
   std::vector<LayerSpec> out;
-  if (n_layers <= 0 || n_layers > static_cast<int>(kMaxDim)) return out;
+  if (n_layers <= 0 || n_layers > kMaxLayers) return out;
   for (int l = 0; l < n_layers; ++l) {
     const bool local = sliding_window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1);
     if (local && swa_pattern > 0) {
@@ -261,6 +271,7 @@ Status ModelConfig::Validate() const {
                            n_vocab, d_model, n_layers, n_heads, n_kv_heads, d_ff, head_dim,
                            context_length);
   }
+  if (n_layers > kMaxLayers) return InvalidArgument("%d layers (at most %d)", n_layers, kMaxLayers);
   if (n_heads % n_kv_heads != 0) {
     return InvalidArgument("%d attention heads are not a multiple of %d kv heads", n_heads,
                            n_kv_heads);

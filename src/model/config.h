@@ -41,6 +41,11 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
+// The most layers a model may have: far beyond any released model (Llama 3.1 405B has 126), and
+// small enough that the per-layer tables a description sizes from its block_count stay small
+// whatever a malformed file says.
+inline constexpr int kMaxLayers = 4096;
+
 struct ModelConfig {
   std::string arch = "llama";  // a row of the architecture table (arch.h)
   int n_vocab = 0;

@@ -147,6 +147,29 @@ TEST(ModelConfig, RefusesUnknownArchitecturesAndMalformedDescriptions) {
   EXPECT_FALSE(ModelConfig::FromGguf(*r3).ok());
 }
 
+TEST(ModelConfig, ALayerCountBeyondAnyModelIsRefusedBeforeAnythingIsSizedFromIt) {
+  // A malformed file's block_count sizes per-layer tables: millions of layers would take
+  // gigabytes before the first missing tensor is noticed (the GGUF fuzzer found one).
+  ModelConfig want = Tiny();
+  want.n_layers = kMaxLayers + 1;
+  want.layers.clear();  // UniformLayers() has none for a count out of range
+  auto r = WriteKeys("cfg-layers", [&](gguf::Writer& w) {
+    w.AddString("general.architecture", "llama");
+    ASSERT_TRUE(want.WriteFamilyKeys(w).ok());
+  });
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto c = ModelConfig::FromGguf(*r);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(c.status().message().find("llama.block_count = 4097 is out of range (1..4096 layers)"), std::string::npos)
+      << c.status().message();
+  EXPECT_FALSE(want.Validate().ok());
+  want.n_layers = kMaxLayers;
+  want.layers = want.UniformLayers();
+  EXPECT_EQ(want.layers.size(), static_cast<size_t>(kMaxLayers));
+  EXPECT_TRUE(want.Validate().ok());
+}
+
 TEST(ModelConfig, FamilyKeysCannotSayWhatTheFamilyLacks) {
   ModelConfig c = Tiny();
   c.layers[1].sliding_window = 64;
