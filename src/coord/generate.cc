@@ -143,6 +143,8 @@ Result<std::vector<int32_t>> Generate(pipeline::Pipeline& p, int32_t seq, const 
       resume_while_down(last);
       if (!last.ok()) return last.status();
       seconds = -1;  // not a clean measurement of a decode step
+    } else {
+      st.forward_seconds.push_back(seconds);
     }
     ++st.steps;
   }

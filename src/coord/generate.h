@@ -52,6 +52,7 @@ struct GenerateStats {
   std::vector<std::vector<float>> draft_confidence;  // per verify, the draft model's in each draft
   int confidence_stops = 0;  // verifies whose drafting the draft's confidence ended below K
   std::vector<double> verify_seconds;    // each verify's forward
+  std::vector<double> forward_seconds;   // each decode forward's (verifies included), in order
   int resumes = 0;             // times the ring came back and the sequence went on
   size_t refilled_tokens = 0;  // tokens sent again to rebuild its KV (what the first stage read again)
   std::vector<size_t> stage_refilled_tokens;  // per stage, the tokens it read again

@@ -105,6 +105,10 @@ test("run generates, streams, reports speeds, and is reproducible", () => {
   assert.equal(g.ids.length, 12);
   assert.equal(g.prompt_tokens, 3);
   assert.ok(g.prompt_tok_s > 0 && g.decode_tok_s > 0);
+  // Each decode forward's time: the prompt's forward gives the first token, one forward each
+  // the other 11.
+  assert.equal(g.decode_forward_ms.length, 11, JSON.stringify(g.decode_forward_ms));
+  assert.ok(g.decode_forward_ms.every((ms) => ms >= 0), JSON.stringify(g.decode_forward_ms));
   // The host a speed was measured on: the kernel table and the CPU's model name.
   assert.ok(["scalar", "avx2", "avx512", "amx"].includes(g.kernels), g.kernels);
   const cpuinfo = fs.existsSync("/proc/cpuinfo") ? fs.readFileSync("/proc/cpuinfo", "utf8") : "";
