@@ -102,6 +102,16 @@ Result<kernels::WeightMatrix> Model::Matrix(const std::string& name, int64_t row
                     static_cast<long long>(bad->block % row_blocks), static_cast<long long>(bad->block / row_blocks),
                     bad->field, bad->bits);
   }
+  if (!kernels::FormatOf(*type).packed && copy_float_) {
+    // Float weights are used as the file has them; copied into huge-page memory all the same
+    // (LoadOptions::copy_float).
+    const size_t bytes = t->n_bytes;
+    AlignedBuffer buffer = AlignedBuffer::Allocate(bytes);
+    if (buffer.data() == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", bytes, name.c_str());
+    pending_.push_back({*type, m.data, bytes, rows, cols, buffer.data(), nullptr, true});
+    m.data = buffer.data();
+    storage_.push_back(std::move(buffer));
+  }
   if (kernels::FormatOf(*type).packed) {
     const size_t data_bytes = kernels::PackedDataBytes(*type, rows, cols);
     const size_t scale_bytes = kernels::PackedScaleBytes(*type, rows, cols);
@@ -111,7 +121,7 @@ Result<kernels::WeightMatrix> Model::Matrix(const std::string& name, int64_t row
     if (p == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", total, name.c_str());
     storage_.push_back(std::move(buffer));
     auto* scales = reinterpret_cast<uint16_t*>(p + (data_bytes + 63) / 64 * 64);
-    pending_.push_back({*type, m.data, rows, cols, p, scales});
+    pending_.push_back({*type, m.data, static_cast<size_t>(t->n_bytes), rows, cols, p, scales, false});
     m.data = p;
     m.scales = scales;
   }
@@ -209,7 +219,14 @@ void Model::Repack(int threads) {
     workers.emplace_back([this, t, threads] {
       for (size_t i = t; i < pending_.size(); i += threads) {
         const Pending& p = pending_[i];
-        kernels::PackFromGguf(p.type, p.src, p.rows, p.cols, p.data, p.scales);
+        if (p.copy) {
+          std::memcpy(p.data, p.src, p.src_bytes);
+        } else {
+          kernels::PackFromGguf(p.type, p.src, p.rows, p.cols, p.data, p.scales);
+        }
+        // The file's copy is not read again: its pages leave this process's memory now rather
+        // than at the end, so the peak is not the file plus its copy.
+        reader_->Forget(std::span<const uint8_t>(static_cast<const uint8_t*>(p.src), p.src_bytes));
       }
     });
   }
@@ -220,6 +237,7 @@ void Model::Repack(int threads) {
 Result<std::unique_ptr<Model>> Model::Open(gguf::Reader reader, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->copy_packed_ = options.copy_packed;
+  m->copy_float_ = options.copy_float;
   m->reader_ = std::make_unique<gguf::Reader>(std::move(reader));
   DAISY_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromGguf(*m->reader_));
   const ModelConfig& c = m->config_;

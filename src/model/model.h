@@ -47,6 +47,11 @@ struct LoadOptions {
   // tensor). Page-cache mappings use 4 KiB pages, which can make decode several times slower
   // on machines where TLB misses are expensive (see docs/architecture.md).
   bool copy_packed = false;
+  // The same for float weight matrices (f32, f16, bf16), which are used as the file stores them
+  // (a memcpy per tensor at load; the file's pages are let go tensor by tensor, so the peak is
+  // not the file plus its copy). Decode streams every weight once a token; this keeps it off
+  // 4 KiB pages. On the Intel host an f16 1B model decoded alike either way (docs/benchmarks.md).
+  bool copy_float = true;
 };
 
 class Model {
@@ -78,15 +83,18 @@ class Model {
   std::unique_ptr<gguf::Reader> reader_;
   Weights weights_;
   std::set<std::string> used_;  // tensor names bound
-  struct Pending {  // a tensor waiting to be repacked
+  struct Pending {  // a tensor waiting to be repacked, or copied as it is
     kernels::WeightType type;
     const void* src;
+    size_t src_bytes;  // its bytes in the file, forgotten by the mapping once done
     int64_t rows, cols;
     void* data;
     uint16_t* scales;
+    bool copy;
   };
   std::vector<Pending> pending_;
   bool copy_packed_ = false;
+  bool copy_float_ = true;
   std::vector<AlignedBuffer> storage_;
 };
 
