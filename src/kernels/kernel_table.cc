@@ -226,7 +226,16 @@ bool PrefetchSmallTiles() {
   return on;
 }
 
-std::string CpuModel() {
+namespace {
+
+std::string Trimmed(const std::string& s) {
+  const size_t first = s.find_first_not_of(" \t\n");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t\n") - first + 1);
+}
+
+// The processor's own brand string (cpuid leaves 0x80000002-4), or "".
+std::string CpuidBrand() {
   std::string name;
 #if defined(__x86_64__)
   unsigned regs[12] = {};
@@ -239,22 +248,36 @@ std::string CpuModel() {
     name.resize(std::strlen(name.c_str()));
   }
 #endif
-  if (name.find_first_not_of(' ') == std::string::npos) {
-    if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
-      char line[512];
-      while (std::fgets(line, sizeof line, f) != nullptr) {
-        if (std::strncmp(line, "model name", 10) == 0) {
-          if (const char* colon = std::strchr(line, ':')) name = colon + 1;
-          break;
-        }
+  return Trimmed(name);
+}
+
+// The operating system's name for the processor (/proc/cpuinfo's "model name"), or "".
+std::string OsCpuName() {
+  std::string name;
+  if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::strncmp(line, "model name", 10) == 0) {
+        if (const char* colon = std::strchr(line, ':')) name = colon + 1;
+        break;
       }
-      std::fclose(f);
     }
+    std::fclose(f);
   }
-  const size_t first = name.find_first_not_of(" \t\n");
-  if (first == std::string::npos) return "unknown";
-  name = name.substr(first, name.find_last_not_of(" \t\n") - first + 1);
-  return name;
+  return Trimmed(name);
+}
+
+}  // namespace
+
+// What lscpu and /proc/cpuinfo call the processor, so a benchmark's host reads as its user
+// knows it; a virtual machine's cpuid brand can say more (seen: "AMD EPYC" in /proc/cpuinfo,
+// "Oxide Virtual Turin-like Processor" from cpuid), and is added when it differs.
+std::string CpuModel() {
+  const std::string os = OsCpuName();
+  const std::string brand = CpuidBrand();
+  if (os.empty()) return brand.empty() ? "unknown" : brand;
+  if (brand.empty() || brand == os) return os;
+  return os + " (cpuid: " + brand + ")";
 }
 
 }  // namespace daisy::kernels
