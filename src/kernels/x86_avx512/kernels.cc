@@ -59,7 +59,8 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
     // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) asking for
     // every line of the block 16 blocks ahead gave decoding +17-19% (q4_0, one and two
     // threads) and +7% (q8_0, two threads), where the first line alone gave +3-10%
-    // (PrefetchSmallTiles: Intel's CPUs take it, others not; docs/benchmarks.md).
+    // (PrefetchSmallTiles: Intel's CPUs take it, and AMD's from Zen 5, where the integer
+    // family's tiles gained most; Zen 4 not; docs/benchmarks.md).
     if constexpr (kRX >= 5) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
     } else if constexpr (kPrefetchSmall) {
