@@ -10,11 +10,14 @@
 #include "kernels/weights.h"
 
 namespace daisy::kernels {
-// Whether the AVX-512 kernels (q4_0/q8_0 and the integer family) prefetch weights in tiles of
-// one to four activation rows (decoding, verifying): on Intel's CPUs and AMD's from Zen 5 (family
-// 0x1A) yes, on Zen 4 and earlier no (measured: x86_avx512/kernels.cc, docs/benchmarks.md).
+// Whether the q4_0/q8_0 kernels prefetch weights in tiles of one to four activation rows
+// (decoding): on Intel's CPUs yes, elsewhere no (measured: x86_avx512/kernels.cc).
 // DAISY_PREFETCH_SMALL_TILES=0|1 overrides, for measuring. Decided once.
 bool PrefetchSmallTiles();
+// Whether the AVX-512 float kernels (f32/f16/bf16) prefetch the next tile's weight rows in tiles
+// of one to four activation rows: yes (x86_avx512/kernels.cc; measured on an AMD Zen 5 only).
+// DAISY_PREFETCH_FLOAT_ROWS=0|1 overrides, for measuring. Decided once.
+bool PrefetchFloatRows();
 
 namespace avx2 {
 template <WeightType kType>

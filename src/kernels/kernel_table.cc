@@ -218,16 +218,18 @@ bool PrefetchSmallTiles() {
 #if defined(__x86_64__)
     unsigned a = 0, vendor[3] = {};
     if (__get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1])) {
-      if (std::memcmp(vendor, "GenuineIntel", 12) == 0) return true;
-      unsigned eax = 0, b = 0, c = 0, d = 0;
-      if (std::memcmp(vendor, "AuthenticAMD", 12) == 0 && __get_cpuid(1, &eax, &b, &c, &d)) {
-        // The family: base 0xF plus the extended family (Zen 4: 0x19, Zen 5: 0x1A).
-        const unsigned family = ((eax >> 8) & 0xF) == 0xF ? 0xF + ((eax >> 20) & 0xFF) : (eax >> 8) & 0xF;
-        return family >= 0x1A;
-      }
+      return std::memcmp(vendor, "GenuineIntel", 12) == 0;
     }
 #endif
     return false;
+  }();
+  return on;
+}
+
+bool PrefetchFloatRows() {
+  static const bool on = [] {
+    const char* forced = std::getenv("DAISY_PREFETCH_FLOAT_ROWS");
+    return forced == nullptr || std::strcmp(forced, "0") != 0;
   }();
   return on;
 }

@@ -86,17 +86,12 @@ inline __m512i Codes(const uint8_t* blk) {
 template <WeightType kType>
 using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, ActQ8View>;
 
-// 16 rows (one row group) against kRX activation rows. kPrefetch (tiles of 1-4 rows:
-// PrefetchSmallTiles) asks for every line of the block 768 elements ahead: on an AMD Zen 5
-// one thread's decoding of the 1B shape went from ~14.7 to ~20-22 tok/s (q4_k_m) with it, the
-// kernel benchmark's one-row product from 14-18 to 22-29 GB/s (q4_K, q6_K, q5_K, iq4_xs), past
-// what a plain streaming read reaches there; 256 and 1,536 elements ahead gave less.
-template <WeightType kType, int kRX, bool kPrefetch>
+// 16 rows (one row group) against kRX activation rows.
+template <WeightType kType, int kRX>
 void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
           int64_t o_begin, int64_t o_end) {
   static constexpr IntLayout L = *IntLayoutOf(kType);
   constexpr int kBytes = L.bytes();
-  constexpr int kAhead = std::max(1, 768 / L.block) * kBytes;
   constexpr int kStepsPerSub = L.sub / 4;
   const int64_t nb = w.cols / L.block;
   const uint8_t* base = static_cast<const uint8_t*>(w.data) + g * nb * kBytes;
@@ -105,11 +100,6 @@ void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, si
   for (int r = 0; r < kRX; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = base + b * kBytes;
-    if constexpr (kPrefetch) {
-      Unroll<(kBytes + 63) / 64>([&](auto line) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 64 * line.value, _MM_HINT_T0);
-      });
-    }
     __m512i isum[kRX], msum[kRX];
     if constexpr (L.nsub() == 1) {
       // A 32-element block: one sub-block, scale 1.
@@ -219,31 +209,26 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
           x[j] = ViewActQ8(row, w.cols);
         }
       }
-      const bool pf = PrefetchSmallTiles();
       for (int64_t g = gb; g < ge; ++g) {
         if constexpr (kMaxRX == 8) {
           switch (n) {
-            case 8: Tile<kType, 8, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-            case 7: Tile<kType, 7, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+            case 8: Tile<kType, 8>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+            case 7: Tile<kType, 7>(w, x, g, y, y_stride, r, o_begin, o_end); break;
             default: break;
           }
         }
         if constexpr (kMaxRX >= 5) {
           switch (n) {
-            case 6: Tile<kType, 6, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-            case 5: Tile<kType, 5, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+            case 6: Tile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+            case 5: Tile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
             default: break;
           }
         }
-        const auto small = [&]<int kRX>() {
-          pf ? Tile<kType, kRX, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-             : Tile<kType, kRX, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-        };
         switch (n) {
-          case 4: small.template operator()<4>(); break;
-          case 3: small.template operator()<3>(); break;
-          case 2: small.template operator()<2>(); break;
-          case 1: small.template operator()<1>(); break;
+          case 4: Tile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 3: Tile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 2: Tile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 1: Tile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
           default: break;
         }
       }

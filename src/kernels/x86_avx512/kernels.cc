@@ -59,8 +59,7 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
     // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) asking for
     // every line of the block 16 blocks ahead gave decoding +17-19% (q4_0, one and two
     // threads) and +7% (q8_0, two threads), where the first line alone gave +3-10%
-    // (PrefetchSmallTiles: Intel's CPUs take it, and AMD's from Zen 5, where the integer
-    // family's tiles gained most; Zen 4 not; docs/benchmarks.md).
+    // (PrefetchSmallTiles: Intel's CPUs take it, others not; docs/benchmarks.md).
     if constexpr (kRX >= 5) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
     } else if constexpr (kPrefetchSmall) {
@@ -183,15 +182,29 @@ inline __m512 LoadW16(const void* data, int64_t index) {
   }
 }
 
-template <WeightType kType, int kRO, int kRX>
+// kRO weight rows (row-major) against kRX activation rows. Each weight row is a stream of its
+// own, a page long at the 1B shape's 2,048 columns (f16), and a hardware prefetcher stops at
+// a page's end: so a decode tile (kPrefetch: 1-4 activation rows, PrefetchFloatRows) asks,
+// line by line as it goes, for the next tile's rows. On an AMD Zen 5 the one-row f16/bf16
+// product read 29 / 26 GB/s with it against 21 / 19 without (4 alternating runs each;
+// docs/benchmarks.md).
+template <WeightType kType, int kRO, int kRX, bool kPrefetch = false>
 void FTile(const WeightMatrix& w, const float* const* x, int64_t o0, float* y, size_t y_stride,
            int r0) {
   const int64_t n = w.cols;
+  constexpr int64_t kElem = kType == WeightType::kF32 ? 4 : 2;
   __m512 acc[kRO][kRX];
   for (int i = 0; i < kRO; ++i) {
     for (int j = 0; j < kRX; ++j) acc[i][j] = _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < n; k += 16) {
+    if constexpr (kPrefetch) {
+      if ((k * kElem) % 64 == 0) {
+        for (int i = 0; i < kRO; ++i) {
+          _mm_prefetch(static_cast<const char*>(w.data) + ((o0 + kRO + i) * n + k) * kElem, _MM_HINT_T0);
+        }
+      }
+    }
     for (int i = 0; i < kRO; ++i) {
       const __m512 wv = LoadW16<kType>(w.data, (o0 + i) * n + k);
       for (int j = 0; j < kRX; ++j) {
@@ -204,11 +217,11 @@ void FTile(const WeightMatrix& w, const float* const* x, int64_t o0, float* y, s
   }
 }
 
-template <WeightType kType, int kRX>
+template <WeightType kType, int kRX, bool kPrefetch = false>
 void FRows(const WeightMatrix& w, const float* const* x, int r0, float* y, size_t y_stride,
            int64_t ob, int64_t oe) {
   int64_t o = ob;
-  for (; o + 4 <= oe; o += 4) FTile<kType, 4, kRX>(w, x, o, y, y_stride, r0);
+  for (; o + 4 <= oe; o += 4) FTile<kType, 4, kRX, kPrefetch>(w, x, o, y, y_stride, r0);
   for (; o < oe; ++o) FTile<kType, 1, kRX>(w, x, o, y, y_stride, r0);
 }
 
@@ -216,6 +229,7 @@ template <WeightType kType>
 void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   constexpr int64_t kOBlock = 32;
+  const bool pf = n_rows <= 4 && PrefetchFloatRows();
   for (int64_t ob = o_begin; ob < o_end; ob += kOBlock) {
     const int64_t oe = ob + kOBlock < o_end ? ob + kOBlock : o_end;
     for (int r = 0; r < n_rows; r += 4) {
@@ -224,6 +238,15 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       for (int j = 0; j < n; ++j) {
         x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) +
                                               (r + j) * act_stride);
+      }
+      if (pf) {
+        switch (n) {
+          case 4: FRows<kType, 4, true>(w, x, r, y, y_stride, ob, oe); break;
+          case 3: FRows<kType, 3, true>(w, x, r, y, y_stride, ob, oe); break;
+          case 2: FRows<kType, 2, true>(w, x, r, y, y_stride, ob, oe); break;
+          default: FRows<kType, 1, true>(w, x, r, y, y_stride, ob, oe); break;
+        }
+        continue;
       }
       switch (n) {
         case 4: FRows<kType, 4>(w, x, r, y, y_stride, ob, oe); break;
