@@ -14,8 +14,9 @@ namespace daisy::kernels {
 // (decoding): on Intel's CPUs yes, elsewhere no (measured: x86_avx512/kernels.cc).
 // DAISY_PREFETCH_SMALL_TILES=0|1 overrides, for measuring. Decided once.
 bool PrefetchSmallTiles();
-// Whether the AVX-512 float kernels (f32/f16/bf16) prefetch the next tile's weight rows in tiles
-// of one to four activation rows: yes (x86_avx512/kernels.cc; measured on an AMD Zen 5 only).
+// Whether the AVX-512 and AVX2 float kernels (f32/f16/bf16) prefetch the next tile's weight rows
+// when a product has one to four activation rows: yes (x86_avx512/kernels.cc; measured on an
+// AMD Zen 5 only).
 // DAISY_PREFETCH_FLOAT_ROWS=0|1 overrides, for measuring. Decided once.
 bool PrefetchFloatRows();
 

@@ -159,15 +159,25 @@ inline __m256 LoadW8(const void* data, int64_t index) {
   }
 }
 
-template <WeightType kType, int kRO, int kRX>
+// kPrefetch (decoding: PrefetchFloatRows) asks, line by line as it goes, for the next tile's
+// weight rows, as the AVX-512 file does (each row is a stream about a page long).
+template <WeightType kType, int kRO, int kRX, bool kPrefetch = false>
 void FTile(const WeightMatrix& w, const float* const* x, int64_t o0, float* y, size_t y_stride,
            int r0) {
   const int64_t n = w.cols;
+  constexpr int64_t kElem = kType == WeightType::kF32 ? 4 : 2;
   __m256 acc[kRO][kRX];
   for (int i = 0; i < kRO; ++i) {
     for (int j = 0; j < kRX; ++j) acc[i][j] = _mm256_setzero_ps();
   }
   for (int64_t k = 0; k < n; k += 8) {
+    if constexpr (kPrefetch) {
+      if ((k * kElem) % 64 == 0) {
+        for (int i = 0; i < kRO; ++i) {
+          _mm_prefetch(static_cast<const char*>(w.data) + ((o0 + kRO + i) * n + k) * kElem, _MM_HINT_T0);
+        }
+      }
+    }
     for (int i = 0; i < kRO; ++i) {
       const __m256 wv = LoadW8<kType>(w.data, (o0 + i) * n + k);
       for (int j = 0; j < kRX; ++j) {
@@ -184,6 +194,7 @@ template <WeightType kType>
 void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   constexpr int64_t kOBlock = 32;
+  const bool pf = n_rows <= 4 && PrefetchFloatRows();
   for (int64_t ob = o_begin; ob < o_end; ob += kOBlock) {
     const int64_t oe = ob + kOBlock < o_end ? ob + kOBlock : o_end;
     for (int r = 0; r < n_rows; r += 2) {
@@ -195,9 +206,15 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       }
       int64_t o = ob;
       if (n == 2) {
+        if (pf) {
+          for (; o + 4 <= oe; o += 4) FTile<kType, 4, 2, true>(w, x, o, y, y_stride, r);
+        }
         for (; o + 4 <= oe; o += 4) FTile<kType, 4, 2>(w, x, o, y, y_stride, r);
         for (; o < oe; ++o) FTile<kType, 1, 2>(w, x, o, y, y_stride, r);
       } else {
+        if (pf) {
+          for (; o + 4 <= oe; o += 4) FTile<kType, 4, 1, true>(w, x, o, y, y_stride, r);
+        }
         for (; o + 4 <= oe; o += 4) FTile<kType, 4, 1>(w, x, o, y, y_stride, r);
         for (; o < oe; ++o) FTile<kType, 1, 1>(w, x, o, y, y_stride, r);
       }
