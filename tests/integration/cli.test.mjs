@@ -117,8 +117,7 @@ test("run generates, streams, reports speeds, and is reproducible", () => {
   if (cpuName) {
     const os = cpuName[1].trim();
     assert.ok(g.cpu === os || (g.cpu.startsWith(`${os} (cpuid: `) && g.cpu.endsWith(")")), g.cpu);
-  }
-  else assert.ok(typeof g.cpu === "string" && g.cpu.length > 0, g.cpu);
+  } else assert.ok(typeof g.cpu === "string" && g.cpu.length > 0, g.cpu);
   assert.match(greedy.err, /prompt 3 tokens, [\d.]+ tok\/s; generated 12 tokens/);
   // The same greedy ids with every kernel table and thread count (within one table the bits
   // are batch- and thread-invariant; across tables only near-ties could differ, and this

@@ -217,11 +217,14 @@ void FTile(const WeightMatrix& w, const float* const* x, int64_t o0, float* y, s
   }
 }
 
-template <WeightType kType, int kRX, bool kPrefetch = false>
+template <WeightType kType, int kRX>
 void FRows(const WeightMatrix& w, const float* const* x, int r0, float* y, size_t y_stride,
-           int64_t ob, int64_t oe) {
+           int64_t ob, int64_t oe, bool prefetch) {
   int64_t o = ob;
-  for (; o + 4 <= oe; o += 4) FTile<kType, 4, kRX, kPrefetch>(w, x, o, y, y_stride, r0);
+  if (prefetch) {
+    for (; o + 4 <= oe; o += 4) FTile<kType, 4, kRX, true>(w, x, o, y, y_stride, r0);
+  }
+  for (; o + 4 <= oe; o += 4) FTile<kType, 4, kRX>(w, x, o, y, y_stride, r0);
   for (; o < oe; ++o) FTile<kType, 1, kRX>(w, x, o, y, y_stride, r0);
 }
 
@@ -239,20 +242,11 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
         x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) +
                                               (r + j) * act_stride);
       }
-      if (pf) {
-        switch (n) {
-          case 4: FRows<kType, 4, true>(w, x, r, y, y_stride, ob, oe); break;
-          case 3: FRows<kType, 3, true>(w, x, r, y, y_stride, ob, oe); break;
-          case 2: FRows<kType, 2, true>(w, x, r, y, y_stride, ob, oe); break;
-          default: FRows<kType, 1, true>(w, x, r, y, y_stride, ob, oe); break;
-        }
-        continue;
-      }
       switch (n) {
-        case 4: FRows<kType, 4>(w, x, r, y, y_stride, ob, oe); break;
-        case 3: FRows<kType, 3>(w, x, r, y, y_stride, ob, oe); break;
-        case 2: FRows<kType, 2>(w, x, r, y, y_stride, ob, oe); break;
-        default: FRows<kType, 1>(w, x, r, y, y_stride, ob, oe); break;
+        case 4: FRows<kType, 4>(w, x, r, y, y_stride, ob, oe, pf); break;
+        case 3: FRows<kType, 3>(w, x, r, y, y_stride, ob, oe, pf); break;
+        case 2: FRows<kType, 2>(w, x, r, y, y_stride, ob, oe, pf); break;
+        default: FRows<kType, 1>(w, x, r, y, y_stride, ob, oe, pf); break;
       }
     }
   }
