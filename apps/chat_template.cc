@@ -59,11 +59,11 @@ int Run(const ChatTemplateFlags& f) {
 
 }  // namespace
 
-Runner AddChatTemplate(CLI::App& app) {
+Runner AddChatTemplate(Flags& flags) {
   auto f = std::make_shared<ChatTemplateFlags>();
-  app.add_option("-m,--model", f->model, "Model GGUF (its tokenizer.chat_template and BOS/EOS texts; weights not loaded)");
-  app.add_option("--chat-template", f->chat_template, "A Jinja chat template file instead of the model's");
-  app.add_flag("--json", f->json, "Print the prompt as a JSON string");
+  flags.Option("-m,--model", f->model, "Model GGUF (its tokenizer.chat_template and BOS/EOS texts; weights not loaded)");
+  flags.Option("--chat-template", f->chat_template, "A Jinja chat template file instead of the model's");
+  flags.Switch("--json", f->json, "Print the prompt as a JSON string");
   return [f] { return Run(*f); };
 }
 

@@ -1,27 +1,28 @@
-// Each sub-command registers its flags on the CLI11 app and returns the function that runs it
+// Each sub-command registers its flags (apps/flags.h) and returns the function that runs it
 // (after parsing) and yields the process exit code.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
+
+#include "apps/flags.h"
 
 namespace daisy::apps {
 
 using Runner = std::function<int()>;
 
-Runner AddGenModel(CLI::App& app);
-Runner AddInspect(CLI::App& app);
-Runner AddTokenize(CLI::App& app);
-Runner AddDetokenize(CLI::App& app);
-Runner AddRun(CLI::App& app);
-Runner AddScore(CLI::App& app);
-Runner AddCompile(CLI::App& app);
-Runner AddWorker(CLI::App& app);
-Runner AddProxy(CLI::App& app);
-Runner AddServe(CLI::App& app);
-Runner AddQuantize(CLI::App& app);
-Runner AddPerplexity(CLI::App& app);
-Runner AddChatTemplate(CLI::App& app);
+Runner AddGenModel(Flags& flags);
+Runner AddInspect(Flags& flags);
+Runner AddTokenize(Flags& flags);
+Runner AddDetokenize(Flags& flags);
+Runner AddRun(Flags& flags);
+Runner AddScore(Flags& flags);
+Runner AddCompile(Flags& flags);
+Runner AddWorker(Flags& flags);
+Runner AddProxy(Flags& flags);
+Runner AddServe(Flags& flags);
+Runner AddQuantize(Flags& flags);
+Runner AddPerplexity(Flags& flags);
+Runner AddChatTemplate(Flags& flags);
 
 // Long-running commands: block SIGINT/SIGTERM before starting threads, then wait for one.
 void BlockTermSignals();

@@ -79,16 +79,16 @@ int Run(const CompileFlags& f) {
 
 }  // namespace
 
-Runner AddCompile(CLI::App& app) {
+Runner AddCompile(Flags& flags) {
   auto f = std::make_shared<CompileFlags>();
-  app.add_option("-m,--model", f->model, "Model GGUF to split")->required();
-  app.add_option("-o,--out", f->out_dir, "Output directory (stage-<i>.daisy)")->required();
-  app.add_option("--stages", f->stages, "Number of stages, balanced by weight bytes read per token");
-  app.add_option("--layers", f->layers, "Explicit split: layers per stage, e.g. 10,6");
-  app.add_option("--memory", f->memory,
-                 "Split for nodes of these memory sizes, e.g. 16G,8G (weights per stage in "
-                 "proportion, each within its node)");
-  app.add_flag("--json", f->json, "Print one JSON object (shards, fingerprint, time, peak memory)");
+  flags.Option("-m,--model", f->model, "Model GGUF to split").Required();
+  flags.Option("-o,--out", f->out_dir, "Output directory (stage-<i>.daisy)").Required();
+  flags.Option("--stages", f->stages, "Number of stages, balanced by weight bytes read per token");
+  flags.Option("--layers", f->layers, "Explicit split: layers per stage, e.g. 10,6");
+  flags.Option("--memory", f->memory,
+               "Split for nodes of these memory sizes, e.g. 16G,8G (weights per stage in "
+               "proportion, each within its node)");
+  flags.Switch("--json", f->json, "Print one JSON object (shards, fingerprint, time, peak memory)");
   return [f] { return Run(*f); };
 }
 

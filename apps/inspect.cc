@@ -181,11 +181,11 @@ int Run(const std::string& path, bool json) {
 
 }  // namespace
 
-Runner AddInspect(CLI::App& app) {
+Runner AddInspect(Flags& flags) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  app.add_option("file", *path, "GGUF file (a model or a shard)")->required();
-  app.add_flag("--json", *json, "One JSON object instead of tables");
+  flags.Option("file", *path, "GGUF file (a model or a shard)").Required();
+  flags.Switch("--json", *json, "One JSON object instead of tables");
   return [path, json] { return Run(*path, *json); };
 }
 

@@ -105,20 +105,20 @@ int Run(const PerplexityFlags& f) {
 
 }  // namespace
 
-Runner AddPerplexity(CLI::App& app) {
+Runner AddPerplexity(Flags& flags) {
   auto f = std::make_shared<PerplexityFlags>();
-  app.add_option("-m,--model", f->model, "Model GGUF")->required();
-  app.add_option("-f,--file", f->text_file, "Text file to score")->required();
-  app.add_option("--kl-base", f->base,
-                 "A base model (same vocabulary, e.g. the f32/f16 file a quant was made from): also report "
-                 "the KL divergence of the model's next-token distributions from the base's and how often "
-                 "their top tokens agree");
-  app.add_option("-c,--ctx", f->ctx, "Tokens per chunk; the second half of each is scored")->capture_default_str();
-  app.add_option("-b,--batch", f->batch, "Rows per forward")->capture_default_str();
-  app.add_option("--chunks", f->chunks, "Score at most this many chunks (default: all)");
-  app.add_option("-t,--threads", f->threads, "Threads (default: all cores)");
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
-  app.add_flag("--json", f->json, "Print a JSON report as the last line");
+  flags.Option("-m,--model", f->model, "Model GGUF").Required();
+  flags.Option("-f,--file", f->text_file, "Text file to score").Required();
+  flags.Option("--kl-base", f->base,
+               "A base model (same vocabulary, e.g. the f32/f16 file a quant was made from): also report "
+               "the KL divergence of the model's next-token distributions from the base's and how often "
+               "their top tokens agree");
+  flags.Option("-c,--ctx", f->ctx, "Tokens per chunk; the second half of each is scored").ShowDefault();
+  flags.Option("-b,--batch", f->batch, "Rows per forward").ShowDefault();
+  flags.Option("--chunks", f->chunks, "Score at most this many chunks (default: all)");
+  flags.Option("-t,--threads", f->threads, "Threads (default: all cores)");
+  flags.Option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
+  flags.Switch("--json", f->json, "Print a JSON report as the last line");
   return [f] { return Run(*f); };
 }
 

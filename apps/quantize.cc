@@ -87,17 +87,17 @@ int Run(const QuantizeFlags& f) {
 
 }  // namespace
 
-Runner AddQuantize(CLI::App& app) {
+Runner AddQuantize(Flags& flags) {
   auto f = std::make_shared<QuantizeFlags>();
-  app.add_option("input", f->input, "Model GGUF (f32, f16, bf16 or q8_0 weights)")->required();
-  app.add_option("output", f->output, "GGUF to write")->required();
-  app.add_option("--type", f->type,
-                 "A llama-quantize file type (" + model::QuantMixNames() +
+  flags.Option("input", f->input, "Model GGUF (f32, f16, bf16 or q8_0 weights)").Required();
+  flags.Option("output", f->output, "GGUF to write").Required();
+  flags.Option("--type", f->type,
+               "A llama-quantize file type (" + model::QuantMixNames() +
                      "): each tensor's type as llama.cpp's quantiser chooses it; or a weight type for every matrix")
-      ->required();
-  app.add_flag("--pure", f->pure, "Every weight matrix in the file type's base type (llama-quantize --pure)");
-  app.add_option("-t,--threads", f->threads, "Threads (default: all cores)");
-  app.add_flag("--json", f->json, "Print a JSON report as the last line (error per type)");
+      .Required();
+  flags.Switch("--pure", f->pure, "Every weight matrix in the file type's base type (llama-quantize --pure)");
+  flags.Option("-t,--threads", f->threads, "Threads (default: all cores)");
+  flags.Switch("--json", f->json, "Print a JSON report as the last line (error per type)");
   return [f] { return Run(*f); };
 }
 

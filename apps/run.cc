@@ -203,41 +203,41 @@ int Score(const RunFlags& f) {
   return 0;
 }
 
-void AddCommon(CLI::App& app, const std::shared_ptr<RunFlags>& f) {
-  app.add_option("-m,--model", f->model, "Model GGUF");
-  app.add_option("-p,--prompt", f->prompt, "Prompt text (BOS added as the model asks)")
-      ->each([f](const std::string&) { f->has_prompt = true; });
-  app.add_option("--ids", f->ids, "Prompt as comma-separated token ids (no BOS added)");
-  app.add_option("-t,--threads", f->threads, "Threads (default: all cores)");
-  app.add_option("-b,--batch", f->batch, "Rows per prefill forward")->capture_default_str();
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
+void AddCommon(Flags& flags, const std::shared_ptr<RunFlags>& f) {
+  flags.Option("-m,--model", f->model, "Model GGUF");
+  flags.Option("-p,--prompt", f->prompt, "Prompt text (BOS added as the model asks)")
+      .Each([f](const std::string&) { f->has_prompt = true; });
+  flags.Option("--ids", f->ids, "Prompt as comma-separated token ids (no BOS added)");
+  flags.Option("-t,--threads", f->threads, "Threads (default: all cores)");
+  flags.Option("-b,--batch", f->batch, "Rows per prefill forward").ShowDefault();
+  flags.Option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
 }
 
 }  // namespace
 
-Runner AddRun(CLI::App& app) {
+Runner AddRun(Flags& flags) {
   auto f = std::make_shared<RunFlags>();
-  AddCommon(app, f);
-  app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate")->capture_default_str();
-  app.add_option("--resume-wait", f->resume_wait,
-                 "Seconds to wait for a lost worker to come back (then generation goes on exactly where it "
-                 "was); 0: fail at once")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
-  app.add_option("-c,--ctx", f->ctx, "KV positions (default: prompt + n)");
-  app.add_option("--temp", f->sampling.temperature, "Temperature (0: greedy)")->capture_default_str();
-  app.add_option("--top-k", f->sampling.top_k, "Top-k (0: off)")->capture_default_str();
-  app.add_option("--top-p", f->sampling.top_p, "Top-p (1: off)")->capture_default_str();
-  app.add_option("--min-p", f->sampling.min_p, "Min-p (0: off)")->capture_default_str();
-  app.add_option("--repeat-penalty", f->sampling.repeat_penalty, "Repetition penalty (1: off)")
-      ->capture_default_str();
-  app.add_option("--repeat-last-n", f->sampling.repeat_last_n, "Tokens the penalty looks back")
-      ->capture_default_str();
-  app.add_option("--seed", f->sampling.seed, "Sampling seed")->capture_default_str();
-  app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
-  app.add_flag("--json", f->json, "Print one JSON object (ids, text, speeds) instead of text");
-  AddSpeculativeFlags(app, f->spec);
-  const GivenFlags given = AddPipelineFlags(app, *f);
+  AddCommon(flags, f);
+  flags.Option("-n,--n-predict", f->n_predict, "Tokens to generate").ShowDefault();
+  flags.Option("--resume-wait", f->resume_wait,
+               "Seconds to wait for a lost worker to come back (then generation goes on exactly where it "
+               "was); 0: fail at once")
+      .ShowDefault()
+      .InRange(0.0, 86400.0);
+  flags.Option("-c,--ctx", f->ctx, "KV positions (default: prompt + n)");
+  flags.Option("--temp", f->sampling.temperature, "Temperature (0: greedy)").ShowDefault();
+  flags.Option("--top-k", f->sampling.top_k, "Top-k (0: off)").ShowDefault();
+  flags.Option("--top-p", f->sampling.top_p, "Top-p (1: off)").ShowDefault();
+  flags.Option("--min-p", f->sampling.min_p, "Min-p (0: off)").ShowDefault();
+  flags.Option("--repeat-penalty", f->sampling.repeat_penalty, "Repetition penalty (1: off)")
+      .ShowDefault();
+  flags.Option("--repeat-last-n", f->sampling.repeat_last_n, "Tokens the penalty looks back")
+      .ShowDefault();
+  flags.Option("--seed", f->sampling.seed, "Sampling seed").ShowDefault();
+  flags.Switch("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
+  flags.Switch("--json", f->json, "Print one JSON object (ids, text, speeds) instead of text");
+  AddSpeculativeFlags(flags, f->spec);
+  const GivenFlags given = AddPipelineFlags(flags, *f);
   return [f, given] {
     const Status s = ApplyCluster(*f, given);
     if (!s.ok()) return Fail(s.message());
@@ -245,13 +245,13 @@ Runner AddRun(CLI::App& app) {
   };
 }
 
-Runner AddScore(CLI::App& app) {
+Runner AddScore(Flags& flags) {
   auto f = std::make_shared<RunFlags>();
-  AddCommon(app, f);
-  app.add_option("--top", f->top_logprobs, "Log-probabilities to list per position")
-      ->capture_default_str();
-  app.add_option("-c,--ctx", f->ctx, "KV positions (default: the tokens'; decides Phi-3's LongRoPE factors)");
-  app.add_flag("--json", f->json, "JSON output (the only format)");
+  AddCommon(flags, f);
+  flags.Option("--top", f->top_logprobs, "Log-probabilities to list per position")
+      .ShowDefault();
+  flags.Option("-c,--ctx", f->ctx, "KV positions (default: the tokens'; decides Phi-3's LongRoPE factors)");
+  flags.Switch("--json", f->json, "JSON output (the only format)");
   return [f] { return Score(*f); };
 }
 

@@ -138,43 +138,43 @@ int Serve(const ServeFlags& f) {
 
 }  // namespace
 
-Runner AddServe(CLI::App& app) {
+Runner AddServe(Flags& flags) {
   auto f = std::make_shared<ServeFlags>();
-  app.add_option("-m,--model", f->model, "Model GGUF (the whole model in this process)");
-  app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
-  app.add_option("-b,--batch", f->batch, "Rows per micro-batch forward")->capture_default_str();
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
-  const GivenFlags given = AddPipelineFlags(app, *f);
-  app.add_option("--http", f->http, "HOST:PORT to serve HTTP on (port 0: any free port)")
-      ->capture_default_str();
-  app.add_option("--api-key-file", f->api_key_file,
-                 "File whose first line is the API key clients must send (Authorization: Bearer); "
-                 "default: $DAISY_API_KEY, else none");
-  app.add_option("--http-max-connections", f->http_max_connections,
-                 "Open HTTP connections, idle ones included (they hold no thread); past it, 503")
-      ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
-  app.add_option("--http-timeout", f->http_timeout,
-                 "Seconds a request may take to arrive whole, and an idle keep-alive connection stays open "
-                 "(the headers must arrive within 10 s)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 86400.0));
-  app.add_option("--model-name", f->model_name, "The model id in the API (default: general.name)");
-  app.add_option("--resume-wait", f->resume_wait,
-                 "Seconds to hold the requests in flight while a lost worker comes back (then they resume "
-                 "exactly where they were); 0: fail them at once")
-      ->capture_default_str();
-  app.add_option("--chat-template", f->chat_template,
-                 "A Jinja chat template file to use instead of the model's tokenizer.chat_template");
-  app.add_option("-c,--ctx", f->ctx, "KV positions per sequence (default: the model's, at most 4096)");
-  app.add_option("--max-seqs", f->max_seqs, "Sequences generating at once (KV slots per stage)")
-      ->capture_default_str();
-  app.add_option("--micro-batches", f->micro_batches, "Micro-batches in flight (default: the stages)");
-  app.add_option("--queue", f->queue, "Requests that may wait for a slot (then HTTP 429)")
-      ->capture_default_str();
-  AddSpeculativeFlags(app, f->spec);
-  app.add_option("--prefill-chunk", f->prefill_chunk, "Prompt rows per sequence per step")
-      ->capture_default_str();
+  flags.Option("-m,--model", f->model, "Model GGUF (the whole model in this process)");
+  flags.Option("-t,--threads", f->threads, "Compute threads (default: all cores)");
+  flags.Option("-b,--batch", f->batch, "Rows per micro-batch forward").ShowDefault();
+  flags.Option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
+  const GivenFlags given = AddPipelineFlags(flags, *f);
+  flags.Option("--http", f->http, "HOST:PORT to serve HTTP on (port 0: any free port)")
+      .ShowDefault();
+  flags.Option("--api-key-file", f->api_key_file,
+               "File whose first line is the API key clients must send (Authorization: Bearer); "
+               "default: $DAISY_API_KEY, else none");
+  flags.Option("--http-max-connections", f->http_max_connections,
+               "Open HTTP connections, idle ones included (they hold no thread); past it, 503")
+      .ShowDefault()
+      .InRange(size_t{1}, size_t{1} << 20);
+  flags.Option("--http-timeout", f->http_timeout,
+               "Seconds a request may take to arrive whole, and an idle keep-alive connection stays open "
+               "(the headers must arrive within 10 s)")
+      .ShowDefault()
+      .InRange(0.1, 86400.0);
+  flags.Option("--model-name", f->model_name, "The model id in the API (default: general.name)");
+  flags.Option("--resume-wait", f->resume_wait,
+               "Seconds to hold the requests in flight while a lost worker comes back (then they resume "
+               "exactly where they were); 0: fail them at once")
+      .ShowDefault();
+  flags.Option("--chat-template", f->chat_template,
+               "A Jinja chat template file to use instead of the model's tokenizer.chat_template");
+  flags.Option("-c,--ctx", f->ctx, "KV positions per sequence (default: the model's, at most 4096)");
+  flags.Option("--max-seqs", f->max_seqs, "Sequences generating at once (KV slots per stage)")
+      .ShowDefault();
+  flags.Option("--micro-batches", f->micro_batches, "Micro-batches in flight (default: the stages)");
+  flags.Option("--queue", f->queue, "Requests that may wait for a slot (then HTTP 429)")
+      .ShowDefault();
+  AddSpeculativeFlags(flags, f->spec);
+  flags.Option("--prefill-chunk", f->prefill_chunk, "Prompt rows per sequence per step")
+      .ShowDefault();
   return [f, given] {
     const Status s = ApplyCluster(*f, given);
     if (!s.ok()) return Fail(s.message());

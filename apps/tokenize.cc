@@ -78,22 +78,22 @@ int RunDetokenize(const TokenizeFlags& f) {
 
 }  // namespace
 
-Runner AddDetokenize(CLI::App& app) {
+Runner AddDetokenize(Flags& flags) {
   auto f = std::make_shared<TokenizeFlags>();
-  app.add_option("-m,--model", f->model, "Model GGUF (or stage-0 shard) holding the tokenizer")
-      ->required();
-  app.add_flag("--special", f->special, "Render control tokens as their text");
-  app.add_flag("--json", f->json, "stdin: a JSON list of id lists; stdout: a JSON list of strings")
-      ->required();
+  flags.Option("-m,--model", f->model, "Model GGUF (or stage-0 shard) holding the tokenizer")
+      .Required();
+  flags.Switch("--special", f->special, "Render control tokens as their text");
+  flags.Switch("--json", f->json, "stdin: a JSON list of id lists; stdout: a JSON list of strings")
+      .Required();
   return [f] { return RunDetokenize(*f); };
 }
 
-Runner AddTokenize(CLI::App& app) {
+Runner AddTokenize(Flags& flags) {
   auto f = std::make_shared<TokenizeFlags>();
-  app.add_option("-m,--model", f->model, "Model GGUF (or stage-0 shard) holding the tokenizer")
-      ->required();
-  app.add_flag("--special", f->special, "Parse special-token text such as <|eot_id|>");
-  app.add_flag("--json", f->json,
+  flags.Option("-m,--model", f->model, "Model GGUF (or stage-0 shard) holding the tokenizer")
+      .Required();
+  flags.Switch("--special", f->special, "Parse special-token text such as <|eot_id|>");
+  flags.Switch("--json", f->json,
                "stdin: a JSON list of strings; stdout: a JSON list of id lists");
   return [f] { return Run(*f); };
 }

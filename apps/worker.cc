@@ -179,39 +179,39 @@ int RunProxy(const ProxyFlags& f) {
 
 }  // namespace
 
-Runner AddWorker(CLI::App& app) {
+Runner AddWorker(Flags& flags) {
   auto f = std::make_shared<WorkerFlags>();
-  const CLI::Option* shard = app.add_option("--shard", f->shard, "Shard file (from daisy compile)");
-  const CLI::Option* listen =
-      app.add_option("--listen", f->listen, "HOST:PORT to listen on (port 0: any free port)")
-          ->capture_default_str();
-  const CLI::Option* key =
-      app.add_option("--key-file", f->key_file, "Cluster key: peers must prove they hold it");
-  AddTlsFlags(app, f->tls, f->tls_files, "Encrypt every link of this worker with TLS 1.3 keyed by --key-file");
-  app.add_option("--cluster", f->cluster, "TOML cluster file (docs/cluster-file.md); with --stage");
-  app.add_option("--stage", f->stage, "Which stage of --cluster FILE to serve");
-  app.add_option("-t,--threads", f->threads, "Compute threads (default: all cores)");
-  app.add_option("--kv-budget", f->kv_budget, "KV cache memory limit, e.g. 4G");
-  app.add_option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
-  app.add_flag("--mmap-weights", f->mmap_weights,
+  const Flag shard = flags.Option("--shard", f->shard, "Shard file (from daisy compile)");
+  const Flag listen =
+      flags.Option("--listen", f->listen, "HOST:PORT to listen on (port 0: any free port)")
+          .ShowDefault();
+  const Flag key =
+      flags.Option("--key-file", f->key_file, "Cluster key: peers must prove they hold it");
+  AddTlsFlags(flags, f->tls, f->tls_files, "Encrypt every link of this worker with TLS 1.3 keyed by --key-file");
+  flags.Option("--cluster", f->cluster, "TOML cluster file (docs/cluster-file.md); with --stage");
+  flags.Option("--stage", f->stage, "Which stage of --cluster FILE to serve");
+  flags.Option("-t,--threads", f->threads, "Compute threads (default: all cores)");
+  flags.Option("--kv-budget", f->kv_budget, "KV cache memory limit, e.g. 4G");
+  flags.Option("--kernels", f->kernels, "Force a kernel table: scalar|avx2|avx512|amx");
+  flags.Switch("--mmap-weights", f->mmap_weights,
                "Serve weights straight from the file mapping (4 KiB pages) instead of copying them "
                "into 2 MiB pages at load (faster compute; see docs/shard-format.md)");
   return [f, shard, listen, key] {
-    const Status s = ApplyCluster(*f, shard->count() > 0, listen->count() > 0, key->count() > 0);
+    const Status s = ApplyCluster(*f, shard.Given(), listen.Given(), key.Given());
     if (!s.ok()) return Fail(s.message());
     return RunWorker(*f);
   };
 }
 
-Runner AddProxy(CLI::App& app) {
+Runner AddProxy(Flags& flags) {
   auto f = std::make_shared<ProxyFlags>();
-  app.add_option("--listen", f->listen, "HOST:PORT to accept on")->required();
-  app.add_option("--to", f->to, "HOST:PORT to forward to");
-  app.add_option("--delay", f->delay, "Added one-way latency per chunk, ms")->capture_default_str();
-  app.add_option("--jitter", f->jitter, "Extra uniform random latency 0..J ms")->capture_default_str();
-  app.add_option("--rate", f->rate, "Bandwidth limit per direction, Mbit/s (0: none)")->capture_default_str();
-  app.add_option("--seed", f->seed, "Jitter seed")->capture_default_str();
-  app.add_flag("--blackhole", f->blackhole,
+  flags.Option("--listen", f->listen, "HOST:PORT to accept on").Required();
+  flags.Option("--to", f->to, "HOST:PORT to forward to");
+  flags.Option("--delay", f->delay, "Added one-way latency per chunk, ms").ShowDefault();
+  flags.Option("--jitter", f->jitter, "Extra uniform random latency 0..J ms").ShowDefault();
+  flags.Option("--rate", f->rate, "Bandwidth limit per direction, Mbit/s (0: none)").ShowDefault();
+  flags.Option("--seed", f->seed, "Jitter seed").ShowDefault();
+  flags.Switch("--blackhole", f->blackhole,
                "Accept connections and never answer (a peer that hangs); SIGUSR1 cuts the open links "
                "mid-frame, SIGUSR2 makes them go silent");
   return [f] { return RunProxy(*f); };

@@ -44,7 +44,7 @@
 //   node tests/parity/engine_parity.mjs [--daisy build/apps/daisy] [--quick]
 import fs from "node:fs";
 import path from "node:path";
-import {daisyBinary, finish, getReferenceLlama, mulberry32, parseArgs, runDaisy, tempDir, tokenizerJson} from "./lib.mjs";
+import {daisyBinary, finish, getReferenceLlama, LLAMA_THREADS, mulberry32, parseArgs, runDaisy, tempDir, tokenizerJson} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -69,7 +69,7 @@ for (const mix of ["q4_1", "q5_0", "q5_1", "iq4_nl"]) {
 
 async function llamaScores(file, tokens, kvType, topK, contextSize) {
   const model = await llama.loadModel({modelPath: file});
-  const ctx = await model.createContext({contextSize: contextSize ?? Math.max(64, tokens.length + 8), threads: 2,
+  const ctx = await model.createContext({contextSize: contextSize ?? Math.max(64, tokens.length + 8), threads: LLAMA_THREADS,
                                          experimentalKvCacheKeyType: kvType, experimentalKvCacheValueType: kvType});
   const seq = ctx.getSequence();
   const it = seq.evaluateWithMetadata([tokens[0]], {probabilities: true}, {temperature: 0, yieldEogToken: true});

@@ -5,7 +5,7 @@
 //   node tests/parity/genmodel_llamacpp.mjs [--daisy build/apps/daisy]
 import fs from "node:fs";
 import path from "node:path";
-import {daisyBinary, finish, getReferenceLlama, parseArgs, runDaisy, tempDir, tokenizerJson} from "./lib.mjs";
+import {daisyBinary, finish, getReferenceLlama, LLAMA_THREADS, parseArgs, runDaisy, tempDir, tokenizerJson} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -16,7 +16,7 @@ const llama = await getReferenceLlama();
 // statistics (top probability, entropy, finiteness).
 async function probe(modelPath, promptIds, n) {
   const model = await llama.loadModel({modelPath});
-  const context = await model.createContext({contextSize: 512, batchSize: 512, threads: 2});
+  const context = await model.createContext({contextSize: 512, batchSize: 512, threads: LLAMA_THREADS});
   const seq = context.getSequence();
   const steps = [];
   let tokens = promptIds;

@@ -59,6 +59,12 @@ export function tokenizerJson(name) {
   return file;
 }
 
+// llama.cpp's threads for the reference runs: one. The tests' models are tiny and they evaluate
+// token by token, where each step's cost is llama.cpp waking its worker threads, not computing: 40
+// steps of a 3-layer d_model 256 model took 660 ms with 2 threads and 35 ms with 1 on an AMD Zen 5
+// host (2026-12-06), and a ggml output row does not depend on how many threads shared the work.
+export const LLAMA_THREADS = 1;
+
 let llamaPromise = null;
 // llama.cpp through node-llama-cpp, CPU only, never building or downloading anything.
 export async function getReferenceLlama() {

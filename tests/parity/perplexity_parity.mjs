@@ -11,7 +11,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import {englishText} from "../../bench/english.mjs";
-import {daisyBinary, finish, getReferenceLlama, lastJsonLine, parseArgs, runDaisy, tempDir} from "./lib.mjs";
+import {daisyBinary, finish, getReferenceLlama, LLAMA_THREADS, lastJsonLine, parseArgs, runDaisy, tempDir} from "./lib.mjs";
 
 const args = parseArgs();
 const bin = daisyBinary(args);
@@ -24,7 +24,7 @@ const TOL = {f32: 0.005, q4_k_m: 0.03};  // |mean NLL difference| in nats (measu
 // CTX/2 .. CTX-2.
 async function llamaWindows(file, tokens, bos) {
   const model = await llama.loadModel({modelPath: file});
-  const ctx = await model.createContext({contextSize: CTX + 8, threads: 2});
+  const ctx = await model.createContext({contextSize: CTX + 8, threads: LLAMA_THREADS});
   const chunks = [];
   for (let c = 0; (c + 1) * CTX <= tokens.length; c++) {
     const chunk = tokens.slice(c * CTX, (c + 1) * CTX);
