@@ -342,3 +342,21 @@ test("n choices are the single requests with seeds seed, seed + 1, ...; streamed
   assert.equal(bad.status, 400);
   assert.match(bad.body.error.message, /'n' is 9; it must be between 1 and 8/);
 });
+
+test("chat-template --batch renders each conversation as it does alone, and reports each one's error in its place", () => {
+  const m = makeModel("m-batch", ["--layers", "1", "--type", "f32", "--tokenizer", tokenizerJson("qwen3")]);
+  const inputs = [{messages: [{role: "user", content: "Hello"}], add_generation_prompt: true},
+                  {messages: [{role: "system", content: "Terse."}, {role: "user", content: "Hi"}, {role: "assistant", content: "Hello."}, {role: "user", content: "Weather?"}], tools: TOOLS, add_generation_prompt: true},
+                  {messages: [{role: "user", content: "No generation prompt"}]}];
+  const alone = inputs.map((input) => chatTemplate(m, input));
+  const r = run(["chat-template", "-m", m, "--batch"], JSON.stringify([inputs[0], 7, inputs[1], {messages: "not a list"}, inputs[2]]));
+  assert.equal(r.code, 0, r.err);
+  const results = lastJson(r.out);
+  assert.equal(results.length, 5);
+  assert.deepEqual([results[0], results[2], results[4]], alone.map((text) => ({text})));
+  assert.deepEqual(results[1], {error: "a conversation must be a JSON object"});
+  assert.ok(typeof results[3].error === "string" && results[3].error.length > 0, JSON.stringify(results[3]));
+  const bad = run(["chat-template", "-m", m, "--batch"], JSON.stringify(inputs[0]));
+  assert.notEqual(bad.code, 0);
+  assert.match(bad.err, /--batch: stdin must be a JSON list of conversation objects/);
+});

@@ -174,6 +174,24 @@ function runDaisyChat(bin, model, tmpl, inputText) {
   return {ok: true, text};
 }
 
+// The date-independent cases of one template in one daisy process (chat-template --batch); null
+// when that process fails as a whole (then each case runs alone, so a crash is pinned to its case).
+function runDaisyBatch(bin, model, tmpl, inputTexts) {
+  const args = ["chat-template", "-m", model, "--batch"];
+  if (tmpl.file) args.push("--chat-template", path.join(repoRoot, tmpl.file));
+  const r = spawnSync(bin, args, {input: `[${inputTexts.join(",\n")}]`, encoding: "utf8", maxBuffer: 1 << 30, timeout: 120000, killSignal: "SIGKILL"});
+  if (r.error || r.status !== 0) return null;
+  let results;
+  try {
+    results = JSON.parse(r.stdout.trim().split("\n").pop());
+  } catch (e) {
+    return null;
+  }
+  if (!Array.isArray(results) || results.length !== inputTexts.length) return null;
+  return results.map((x) => (typeof x?.text === "string" ? {ok: true, text: x.text}
+                             : {ok: false, error: String(x?.error), status: 1, signal: null}));
+}
+
 // ---- comparison -------------------------------------------------------------------------------
 function firstDifference(a, b) {
   const x = Buffer.from(a, "utf8"), y = Buffer.from(b, "utf8");
@@ -251,6 +269,16 @@ const batch = cases.filter((c) => !c.conv.clock);
 const batchResults = runReference(python, batch.map((c) => referenceRequest(c.tmpl, c.conv.input)));
 const refs = new Map(batch.map((c, k) => [c, batchResults[k]]));
 
+const batchOurs = new Map();
+if (!referenceOnly) {
+  for (const t of templateNames) {
+    const mine = batch.filter((c) => c.tmpl.name === t);
+    const results = runDaisyBatch(bin, models[t], templates[t], mine.map((c) => c.inputText));
+    if (results) mine.forEach((c, k) => batchOurs.set(c, results[k]));
+    else console.error(`${t}: chat-template --batch failed as a whole; each case runs alone`);
+  }
+}
+
 const failures = [];
 const counts = {rendered: 0, failed_alike: 0};
 for (let k = 0; k < cases.length; k++) {
@@ -259,7 +287,7 @@ for (let k = 0; k < cases.length; k++) {
   let ref = refs.get(cases[k]);
   let ours = null;
   for (let attempt = 0; attempt < (conv.clock ? 2 : 1); attempt++) {
-    if (!referenceOnly) ours = runDaisyChat(bin, models[tmpl.name], tmpl, inputText);
+    if (!referenceOnly) ours = batchOurs.get(cases[k]) ?? runDaisyChat(bin, models[tmpl.name], tmpl, inputText);
     if (conv.clock) ref = runReference(python, [referenceRequest(tmpl, conv.input)])[0];
     // A clock case may straddle midnight once: then both run again.
     if (referenceOnly || !ref.ok || !ours.ok || ours.text === ref.text) break;
