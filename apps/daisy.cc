@@ -1,9 +1,5 @@
 // daisy: one binary, one sub-command per job. Flags -> options structs -> library calls.
-// The only file that includes CLI11 (apps/flags.h says why).
-#include <CLI/CLI.hpp>
-#include <cstdint>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -13,55 +9,6 @@
 
 namespace daisy::apps {
 
-Flag Flag::ShowDefault() {
-  option_->capture_default_str();
-  return *this;
-}
-
-Flag Flag::Required() {
-  option_->required();
-  return *this;
-}
-
-Flag Flag::InRange(double lo, double hi) {
-  option_->check(CLI::Range(lo, hi));
-  return *this;
-}
-
-Flag Flag::InRange(size_t lo, size_t hi) {
-  option_->check(CLI::Range(lo, hi));
-  return *this;
-}
-
-Flag Flag::OneOf(std::initializer_list<const char*> values) {
-  option_->check(CLI::IsMember(std::vector<std::string>(values.begin(), values.end())));
-  return *this;
-}
-
-Flag Flag::Each(std::function<void(const std::string&)> fn) {
-  option_->each(std::move(fn));
-  return *this;
-}
-
-bool Flag::Given() const { return option_ != nullptr && option_->count() > 0; }
-
-template <typename T>
-Flag Flags::Option(const std::string& names, T& value, const std::string& help) {
-  return Flag(app_->add_option(names, value, help));
-}
-
-Flag Flags::Switch(const std::string& names, bool& value, const std::string& help) {
-  return Flag(app_->add_flag(names, value, help));
-}
-
-// The value types the commands' flags have.
-template Flag Flags::Option(const std::string&, std::string&, const std::string&);
-template Flag Flags::Option(const std::string&, int&, const std::string&);
-template Flag Flags::Option(const std::string&, double&, const std::string&);
-template Flag Flags::Option(const std::string&, float&, const std::string&);
-template Flag Flags::Option(const std::string&, size_t&, const std::string&);
-template Flag Flags::Option(const std::string&, std::vector<std::string>&, const std::string&);
-
 int Fail(const std::string& message) {
   std::fprintf(stderr, "daisy: error: %s\n", message.c_str());
   return 1;
@@ -70,17 +17,14 @@ int Fail(const std::string& message) {
 }  // namespace daisy::apps
 
 int main(int argc, char** argv) {
-  CLI::App app{"daisy: large language models split into pipeline shards across ordinary PCs"};
-  app.require_subcommand(1);
+  daisy::apps::CommandLine cli("daisy: large language models split into pipeline shards across ordinary PCs");
   bool verbose = false, quiet = false;
-  app.add_flag("-v,--verbose", verbose, "Debug logging");
-  app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
+  cli.flags().Switch("-v,--verbose", verbose, "Debug logging");
+  cli.flags().Switch("-q,--quiet", quiet, "Only errors on stderr");
 
-  std::map<CLI::App*, daisy::apps::Runner> runners;
+  std::vector<daisy::apps::Runner> runners;
   const auto add = [&](const char* name, const char* help, auto adder) {
-    CLI::App* sub = app.add_subcommand(name, help);
-    daisy::apps::Flags flags(*sub);
-    runners[sub] = adder(flags);
+    runners.push_back(adder(cli.AddCommand(name, help)));
   };
   add("gen-model", "Write a synthetic Llama GGUF with seeded random weights",
       daisy::apps::AddGenModel);
@@ -104,11 +48,9 @@ int main(int argc, char** argv) {
   add("proxy", "Forward TCP with added latency, jitter and a bandwidth limit (WAN emulator)",
       daisy::apps::AddProxy);
 
-  CLI11_PARSE(app, argc, argv);
+  if (const int code = cli.Parse(argc, argv); code >= 0) return code;
   daisy::SetLogLevel(verbose ? daisy::LogLevel::kDebug
                              : quiet ? daisy::LogLevel::kError : daisy::LogLevel::kInfo);
-  for (auto& [sub, run] : runners) {
-    if (sub->parsed()) return run();
-  }
+  if (const int chosen = cli.chosen(); chosen >= 0) return runners[chosen]();
   return daisy::apps::Fail("no sub-command given (see --help)");
 }

@@ -1,8 +1,6 @@
 // Matrix-kernel throughput per kernel table and weight type, against the machine's read
 // bandwidth measured in the same run. Prints one JSON object.
 //   daisy-bench-kernels [--rows 8192] [--cols 4096] [--batch 1] [--reps 5]
-#include "base/aligned_buffer.h"
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "apps/flags.h"
+#include "base/aligned_buffer.h"
 #include "kernels/activations.h"
 #include "kernels/kernel_table.h"
 #include "kernels/quant/q8_0.h"
@@ -61,20 +61,21 @@ double ReadBandwidth(const std::vector<uint64_t>& buf, int reps, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"daisy kernel benchmark"};
+  daisy::apps::CommandLine cli("daisy kernel benchmark");
+  daisy::apps::Flags& flags = cli.flags();
   int64_t rows = 8192, cols = 4096;
   int batch = 1, reps = 5;
   bool bandwidth_only = false;
-  app.add_option("--rows", rows);
-  app.add_option("--cols", cols);
-  app.add_option("--batch", batch);
-  app.add_option("--reps", reps);
+  flags.Option("--rows", rows);
+  flags.Option("--cols", cols);
+  flags.Option("--batch", batch);
+  flags.Option("--reps", reps);
   std::string type_names = "q4_0,q8_0,f16,q4_K,q6_K";
-  app.add_option("--types", type_names, "Weight types, comma-separated")->capture_default_str();
-  app.add_flag("--bandwidth-only", bandwidth_only, "Only measure read bandwidth (1 and 2 threads)");
+  flags.Option("--types", type_names, "Weight types, comma-separated").ShowDefault();
+  flags.Switch("--bandwidth-only", bandwidth_only, "Only measure read bandwidth (1 and 2 threads)");
   std::string kernel_names;
-  app.add_option("--kernels", kernel_names, "Kernel tables to run, comma-separated (default: every one this CPU has)");
-  CLI11_PARSE(app, argc, argv);
+  flags.Option("--kernels", kernel_names, "Kernel tables to run, comma-separated (default: every one this CPU has)");
+  if (const int code = cli.Parse(argc, argv); code >= 0) return code;
 
   std::vector<uint64_t> big(static_cast<size_t>(1) << 27);  // 1 GiB
   for (size_t i = 0; i < big.size(); ++i) big[i] = i;
@@ -118,11 +119,10 @@ int main(int argc, char** argv) {
     for (int r = 0; r < batch; ++r) ConvertActRow(type, values.data() + r * cols, cols, act.data() + r * stride);
     std::vector<float> y(rows * batch);
     const double bytes = static_cast<double>(data_bytes + scale_bytes);
+    const std::string wanted_kernels = std::string(",") + kernel_names + ",";
     for (const KernelTable* t : AllSupportedKernels()) {
       if (std::strcmp(t->name, "scalar") == 0 && rows * cols > (1 << 24)) continue;
-      if (!kernel_names.empty() && ("," + kernel_names + ",").find("," + std::string(t->name) + ",") == std::string::npos) {
-        continue;
-      }
+      if (!kernel_names.empty() && wanted_kernels.find(std::string(",") + t->name + ",") == std::string::npos) continue;
       std::vector<double> secs;
       for (int r = 0; r < reps; ++r) {
         const auto start = std::chrono::steady_clock::now();

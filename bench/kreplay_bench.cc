@@ -11,7 +11,6 @@
 // Prints one JSON object.
 //
 //   daisy-bench-kreplay --verify-ms 352,380,422,451,512 --draft-ms 27 TRACE.json...
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/flags.h"
 #include "coord/k_controller_sim.h"
 
 namespace {
@@ -110,20 +110,21 @@ double Replay(const Text& text, const Costs& c, int fixed_k, int k_max, uint32_t
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Replays recorded greedy texts against the adaptive K controller and fixed K"};
+  daisy::apps::CommandLine cli("Replays recorded greedy texts against the adaptive K controller and fixed K");
+  daisy::apps::Flags& flags = cli.flags();
   std::vector<double> verify_ms;
   Costs costs;
   int seeds = 20, k_max = 12;
   std::vector<std::string> traces;
-  app.add_option("--verify-ms", verify_ms, "A verify's milliseconds at K = 0, 1, ... (K = 0: a plain decode)")
-      ->delimiter(',')
-      ->required();
-  app.add_option("--draft-ms", costs.draft_ms, "The drafter's milliseconds per drafted token")->required();
-  app.add_option("--noise", costs.noise, "Verify times jitter by up to +-noise/2")->capture_default_str();
-  app.add_option("--seeds", seeds, "Jitter seeds per text")->capture_default_str()->check(CLI::Range(1, 10000));
-  app.add_option("--spec-k-max", k_max, "Largest K")->capture_default_str()->check(CLI::Range(1, 64));
-  app.add_option("traces", traces, "`daisy run --spec-k 12 --json` outputs, one per text")->required();
-  CLI11_PARSE(app, argc, argv);
+  flags.Option("--verify-ms", verify_ms, "A verify's milliseconds at K = 0, 1, ... (K = 0: a plain decode)")
+      .Delimiter(',')
+      .Required();
+  flags.Option("--draft-ms", costs.draft_ms, "The drafter's milliseconds per drafted token").Required();
+  flags.Option("--noise", costs.noise, "Verify times jitter by up to +-noise/2").ShowDefault();
+  flags.Option("--seeds", seeds, "Jitter seeds per text").ShowDefault().InRange(1, 10000);
+  flags.Option("--spec-k-max", k_max, "Largest K").ShowDefault().InRange(1, 64);
+  flags.Option("traces", traces, "`daisy run --spec-k 12 --json` outputs, one per text").Required();
+  if (const int code = cli.Parse(argc, argv); code >= 0) return code;
   if (verify_ms.empty() || std::any_of(verify_ms.begin(), verify_ms.end(), [](double x) { return !(x > 0); })) {
     std::fprintf(stderr, "daisy-bench-kreplay: --verify-ms needs positive times\n");
     return 1;

@@ -1,6 +1,5 @@
 // Times daisy's tokenizer on a text file: `reps` encodes of the whole text (model load and file
 // read excluded). Prints one JSON object.
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,19 +7,21 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "apps/flags.h"
 #include "gguf/reader.h"
 #include "tokenizer/tokenizer.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"daisy tokenizer benchmark"};
+  daisy::apps::CommandLine cli("daisy tokenizer benchmark");
+  daisy::apps::Flags& flags = cli.flags();
   std::string model_path, text_path;
   int reps = 5;
   bool special = false;
-  app.add_option("-m,--model", model_path, "GGUF with the tokenizer")->required();
-  app.add_option("--text", text_path, "UTF-8 text file")->required();
-  app.add_option("--reps", reps, "Encodes to time")->check(CLI::Range(1, 1000));
-  app.add_flag("--special", special, "Parse special-token text");
-  CLI11_PARSE(app, argc, argv);
+  flags.Option("-m,--model", model_path, "GGUF with the tokenizer").Required();
+  flags.Option("--text", text_path, "UTF-8 text file").Required();
+  flags.Option("--reps", reps, "Encodes to time").InRange(1, 1000);
+  flags.Switch("--special", special, "Parse special-token text");
+  if (const int code = cli.Parse(argc, argv); code >= 0) return code;
 
   auto reader = daisy::gguf::Reader::Open(model_path);
   if (!reader.ok()) {
