@@ -157,9 +157,15 @@ function checkChatTemplateCommand(bin) {
   return null;
 }
 
-function runDaisyChat(bin, model, tmpl, inputText) {
-  const args = ["chat-template", "-m", model, "--json"];
+// daisy chat-template's arguments for a template's model (and its own file, if it has one).
+function chatTemplateArgs(model, tmpl, mode) {
+  const args = ["chat-template", "-m", model, mode];
   if (tmpl.file) args.push("--chat-template", path.join(repoRoot, tmpl.file));
+  return args;
+}
+
+function runDaisyChat(bin, model, tmpl, inputText) {
+  const args = chatTemplateArgs(model, tmpl, "--json");
   const r = spawnSync(bin, args, {input: inputText, encoding: "utf8", maxBuffer: 1 << 30, timeout: 60000, killSignal: "SIGKILL"});
   if (r.error) return {ok: false, error: `daisy ${args.join(" ")}: ${r.error.message}`, crashed: true};
   if (r.status !== 0) return {ok: false, error: r.stderr.trim(), status: r.status, signal: r.signal};
@@ -177,9 +183,7 @@ function runDaisyChat(bin, model, tmpl, inputText) {
 // The date-independent cases of one template in one daisy process (chat-template --batch); null
 // when that process fails as a whole (then each case runs alone, so a crash is pinned to its case).
 function runDaisyBatch(bin, model, tmpl, inputTexts) {
-  const args = ["chat-template", "-m", model, "--batch"];
-  if (tmpl.file) args.push("--chat-template", path.join(repoRoot, tmpl.file));
-  const r = spawnSync(bin, args, {input: `[${inputTexts.join(",\n")}]`, encoding: "utf8", maxBuffer: 1 << 30, timeout: 120000, killSignal: "SIGKILL"});
+  const r = spawnSync(bin, chatTemplateArgs(model, tmpl, "--batch"), {input: `[${inputTexts.join(",\n")}]`, encoding: "utf8", maxBuffer: 1 << 30, timeout: 120000, killSignal: "SIGKILL"});
   if (r.error || r.status !== 0) return null;
   let results;
   try {
