@@ -218,7 +218,12 @@ bool PrefetchSmallTiles() {
 #if defined(__x86_64__)
     unsigned a = 0, vendor[3] = {};
     if (__get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1])) {
-      return std::memcmp(vendor, "GenuineIntel", 12) == 0;
+      if (std::memcmp(vendor, "GenuineIntel", 12) == 0) return true;
+      unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+      if (std::memcmp(vendor, "AuthenticAMD", 12) == 0 && __get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+        const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 8 & 0xF) == 0xF ? (eax >> 20) & 0xFF : 0);
+        return family >= 0x1A;  // Zen 5 and later
+      }
     }
 #endif
     return false;

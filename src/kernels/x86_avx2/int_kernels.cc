@@ -48,6 +48,12 @@ inline int32_t Load4(const void* p) {
   return v;
 }
 
+// Prefetches the lines holding bytes [kFrom, kTo) after p, one per 64 bytes.
+template <int kFrom, int kTo>
+inline void PrefetchLines(const uint8_t* p) {
+  for (int off = kFrom / 64 * 64; off < kTo; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
+}
+
 inline __m256i Iq4SignedTable() {
   alignas(16) static constexpr int8_t kTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                     1,    13,   25,  38,  53,  69,  89,  113};
@@ -84,9 +90,12 @@ using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, 
 constexpr int Log2(int v) { return v <= 1 ? 0 : 1 + Log2(v / 2); }
 
 // Rows 8 kH0 .. 8 (kH0 + kNH) - 1 of row group g (one half or both) against kRX activation rows.
+// `prefetch` (decoding: PrefetchSmallTiles): the pass over the lower half (or both) asks for the
+// weights kDecodePrefetchBytes ahead as it goes, every line (the upper half's pass reads them
+// from cache).
 template <WeightType kType, int kRX, int kH0, int kNH>
 [[gnu::flatten]] void HalfTile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y,
-                               size_t y_stride, int r0, int64_t o_begin, int64_t o_end) {
+                               size_t y_stride, int r0, int64_t o_begin, int64_t o_end, bool prefetch) {
   static constexpr IntLayout L = *IntLayoutOf(kType);
   constexpr int kBytes = L.bytes();
   constexpr int kStepsPerSub = L.sub / 4;
@@ -123,6 +132,7 @@ template <WeightType kType, int kRX, int kH0, int kNH>
       });
     };
     if constexpr (L.nsub() == 1) {
+      if (kH0 == 0 && prefetch) PrefetchLines<0, kBytes>(blk + kDecodePrefetchBytes);
       Unroll<8 / kFlush>([&](auto f) {
         __m256i hacc[kRX][kNH];
         for (int r = 0; r < kRX; ++r) {
@@ -147,6 +157,9 @@ template <WeightType kType, int kRX, int kH0, int kNH>
       for (int r = 0; r < kRX; ++r) xs[r] = L.sub == 16 ? x[r].sum16 + b * 16 : x[r].sum32 + b * 8;
       Unroll<L.nsub() / 2>([&](auto p) {
         constexpr int P = p.value;
+        if (kH0 == 0 && prefetch) {
+          PrefetchLines<P * kBytes / (L.nsub() / 2), (P + 1) * kBytes / (L.nsub() / 2)>(blk + kDecodePrefetchBytes);
+        }
         // Each row's (scale[2P], scale[2P + 1]) as int16, per half.
         __m256i pair[kNH];
         Unroll<kNH>([&](auto hh) {
@@ -254,14 +267,14 @@ template <WeightType kType, int kRX, int kH0, int kNH>
 // registers; the second pass reads the blocks from cache.
 template <WeightType kType, int kRX>
 void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
-          int64_t o_begin, int64_t o_end) {
+          int64_t o_begin, int64_t o_end, bool prefetch) {
   const bool lower = o_begin < g * kRowGroup + 8;
   const bool upper = o_end > g * kRowGroup + 8 && g * kRowGroup + 8 < w.rows;
   if constexpr (kRX == 1) {
-    if (lower && upper) return HalfTile<kType, 1, 0, 2>(w, x, g, y, y_stride, r0, o_begin, o_end);
+    if (lower && upper) return HalfTile<kType, 1, 0, 2>(w, x, g, y, y_stride, r0, o_begin, o_end, prefetch);
   }
-  if (lower) HalfTile<kType, kRX, 0, 1>(w, x, g, y, y_stride, r0, o_begin, o_end);
-  if (upper) HalfTile<kType, kRX, 1, 1>(w, x, g, y, y_stride, r0, o_begin, o_end);
+  if (lower) HalfTile<kType, kRX, 0, 1>(w, x, g, y, y_stride, r0, o_begin, o_end, prefetch);
+  if (upper) HalfTile<kType, kRX, 1, 1>(w, x, g, y, y_stride, r0, o_begin, o_end, prefetch);
 }
 
 }  // namespace
@@ -288,11 +301,12 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
           x[j] = ViewActQ8(row, w.cols);
         }
       }
+      const bool pf = p == 0 && PrefetchSmallTiles();  // later passes read the run from L2
       for (int64_t g = gb; g < ge; ++g) {
-        if (n == 4) Tile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end);
-        if (n == 3) Tile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end);
-        if (n == 2) Tile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end);
-        if (n == 1) Tile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end);
+        if (n == 4) Tile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end, pf);
+        if (n == 3) Tile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end, pf);
+        if (n == 2) Tile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end, pf);
+        if (n == 1) Tile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end, pf);
       }
       r += n;
     }

@@ -51,6 +51,12 @@ inline int32_t Load4(const void* p) {
   return v;
 }
 
+// Prefetches the lines holding bytes [kFrom, kTo) after p, one per 64 bytes.
+template <int kFrom, int kTo>
+inline void PrefetchLines(const uint8_t* p) {
+  for (int off = kFrom / 64 * 64; off < kTo; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
+}
+
 // kIq4Values + 128, in every 128-bit lane (vpshufb looks up per lane).
 inline __m512i Iq4Table() {
   alignas(16) static constexpr uint8_t kTable[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
@@ -87,9 +93,12 @@ template <WeightType kType>
 using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, ActQ8View>;
 
 // 16 rows (one row group) against kRX activation rows.
+// `prefetch` (decoding: PrefetchSmallTiles) asks for the weights kDecodePrefetchBytes ahead as
+// it goes, every line: a block's lines at its start (32-element blocks) or a pair of
+// sub-blocks' share of them with that pair (super-blocks).
 template <WeightType kType, int kRX>
 void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
-          int64_t o_begin, int64_t o_end) {
+          int64_t o_begin, int64_t o_end, bool prefetch) {
   static constexpr IntLayout L = *IntLayoutOf(kType);
   constexpr int kBytes = L.bytes();
   constexpr int kStepsPerSub = L.sub / 4;
@@ -102,6 +111,7 @@ void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, si
     const uint8_t* blk = base + b * kBytes;
     __m512i isum[kRX], msum[kRX];
     if constexpr (L.nsub() == 1) {
+      if (kRX <= 4 && prefetch) PrefetchLines<0, kBytes>(blk + kDecodePrefetchBytes);
       // A 32-element block: one sub-block, scale 1.
       for (int r = 0; r < kRX; ++r) {
         isum[r] = L.off != 0 ? _mm512_set1_epi32(-L.off * x[r].block_sum[b]) : _mm512_setzero_si512();
@@ -119,6 +129,7 @@ void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, si
       for (int r = 0; r < kRX; ++r) xs[r] = L.sub == 16 ? x[r].sum16 + b * 16 : x[r].sum32 + b * 8;
       Unroll<L.nsub() / 2>([&](auto p) {
         constexpr int P = p.value;
+        if (kRX <= 4 && prefetch) PrefetchLines<P * kBytes / (L.nsub() / 2), (P + 1) * kBytes / (L.nsub() / 2)>(blk + kDecodePrefetchBytes);
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.scales_at() + P * 32));
         // Each row's (scale[2P], scale[2P + 1]) as int16.
         __m512i pair;
@@ -209,26 +220,27 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
           x[j] = ViewActQ8(row, w.cols);
         }
       }
+      const bool pf = n <= 4 && PrefetchSmallTiles();
       for (int64_t g = gb; g < ge; ++g) {
         if constexpr (kMaxRX == 8) {
           switch (n) {
-            case 8: Tile<kType, 8>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-            case 7: Tile<kType, 7>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+            case 8: Tile<kType, 8>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+            case 7: Tile<kType, 7>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
             default: break;
           }
         }
         if constexpr (kMaxRX >= 5) {
           switch (n) {
-            case 6: Tile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-            case 5: Tile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+            case 6: Tile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+            case 5: Tile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
             default: break;
           }
         }
         switch (n) {
-          case 4: Tile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 3: Tile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 2: Tile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 1: Tile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 4: Tile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 3: Tile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 2: Tile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 1: Tile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
           default: break;
         }
       }

@@ -58,8 +58,9 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
     // (Zen 4) it took one-thread q8_0 decoding from ~21 to ~15 tok/s (1B shape), as if it kept
     // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) asking for
     // every line of the block 16 blocks ahead gave decoding +17-19% (q4_0, one and two
-    // threads) and +7% (q8_0, two threads), where the first line alone gave +3-10%
-    // (PrefetchSmallTiles: Intel's CPUs take it, others not; docs/benchmarks.md).
+    // threads) and +7% (q8_0, two threads), where the first line alone gave +3-10%; on an AMD
+    // Zen 5 +8-18% (q4_0/q8_0 one row, kernel benchmark) (PrefetchSmallTiles: Intel's CPUs and
+    // AMD's from Zen 5 take it; docs/benchmarks.md).
     if constexpr (kRX >= 5) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
     } else if constexpr (kPrefetchSmall) {
