@@ -1,6 +1,9 @@
 // Matrix-kernel throughput per kernel table and weight type, against the machine's read
 // bandwidth measured in the same run. Prints one JSON object.
-//   daisy-bench-kernels [--rows 8192] [--cols 4096] [--batch 1] [--reps 5]
+//   daisy-bench-kernels [--rows 8192] [--cols 4096] [--batch 1] [--reps 5] [--prefetch-ab]
+// --prefetch-ab runs each product with the decode tiles' software prefetches off and on
+// (OverridePrefetch), taking turns rep by rep in this one process, and reports both: this
+// host's speed swings between runs far more than between reps.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include "apps/flags.h"
 #include "base/aligned_buffer.h"
 #include "kernels/activations.h"
+#include "kernels/int_matmul.h"
 #include "kernels/kernel_table.h"
 #include "kernels/quant/q8_0.h"
 #include "kernels/quant/q4_0.h"
@@ -73,6 +77,8 @@ int main(int argc, char** argv) {
   std::string type_names = "q4_0,q8_0,f16,q4_K,q6_K";
   flags.Option("--types", type_names, "Weight types, comma-separated").ShowDefault();
   flags.Switch("--bandwidth-only", bandwidth_only, "Only measure read bandwidth (1 and 2 threads)");
+  bool prefetch_ab = false;
+  flags.Switch("--prefetch-ab", prefetch_ab, "Each product with the decode prefetches off and on, taking turns");
   std::string kernel_names;
   flags.Option("--kernels", kernel_names, "Kernel tables to run, comma-separated (default: every one this CPU has)");
   if (const int code = cli.Parse(argc, argv); code >= 0) return code;
@@ -123,19 +129,31 @@ int main(int argc, char** argv) {
     for (const KernelTable* t : AllSupportedKernels()) {
       if (std::strcmp(t->name, "scalar") == 0 && rows * cols > (1 << 24)) continue;
       if (!kernel_names.empty() && wanted_kernels.find(std::string(",") + t->name + ",") == std::string::npos) continue;
-      std::vector<double> secs;
+      // Per variant (the CPU's prefetch choice; or, with --prefetch-ab, off and on in turns).
+      std::vector<double> secs[2];
+      const int variants = prefetch_ab ? 2 : 1;
       for (int r = 0; r < reps; ++r) {
-        const auto start = std::chrono::steady_clock::now();
-        t->Matmul(type)(w, act.data(), stride, batch, y.data(), rows, 0, rows);
-        secs.push_back(Seconds(start));
+        for (int i = 0; i < variants; ++i) {
+          const int v = r % 2 == 0 ? i : variants - 1 - i;
+          if (prefetch_ab) OverridePrefetch(v);
+          const auto start = std::chrono::steady_clock::now();
+          t->Matmul(type)(w, act.data(), stride, batch, y.data(), rows, 0, rows);
+          secs[v].push_back(Seconds(start));
+        }
       }
-      std::sort(secs.begin(), secs.end());
-      results.push_back({{"kernels", t->name},
-                         {"type", WeightTypeName(type)},
-                         {"batch", batch},
-                         {"median_ms", secs[secs.size() / 2] * 1e3},
-                         {"gb_s", bytes / secs[secs.size() / 2] / 1e9},
-                         {"gflops", 2.0 * rows * cols * batch / secs[secs.size() / 2] / 1e9}});
+      OverridePrefetch(-1);
+      for (int v = 0; v < variants; ++v) {
+        std::sort(secs[v].begin(), secs[v].end());
+        const double median = secs[v][secs[v].size() / 2];
+        nlohmann::json result = {{"kernels", t->name},
+                                 {"type", WeightTypeName(type)},
+                                 {"batch", batch},
+                                 {"median_ms", median * 1e3},
+                                 {"gb_s", bytes / median / 1e9},
+                                 {"gflops", 2.0 * rows * cols * batch / median / 1e9}};
+        if (prefetch_ab) result["prefetch"] = v == 1;
+        results.push_back(result);
+      }
     }
   }
   out["rows"] = rows;

@@ -22,6 +22,10 @@ inline constexpr int kDecodePrefetchBytes = 8192;
 // AMD Zen 5 only).
 // DAISY_PREFETCH_FLOAT_ROWS=0|1 overrides, for measuring. Decided once.
 bool PrefetchFloatRows();
+// Overrides both decisions above from now on: 0 off, 1 on, -1 back to the CPU's (the kernel
+// benchmark's --prefetch-ab alternates them inside one process: on a host whose speed swings
+// between runs, only variants taking turns in one run can be compared).
+void OverridePrefetch(int on);
 
 namespace avx2 {
 template <WeightType kType>

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -212,7 +213,14 @@ const KernelTable& BestKernels() {
   return *best;
 }
 
+namespace {
+std::atomic<int> prefetch_override{-1};
+}  // namespace
+
+void OverridePrefetch(int on) { prefetch_override.store(on < 0 ? -1 : on != 0, std::memory_order_relaxed); }
+
 bool PrefetchSmallTiles() {
+  if (const int o = prefetch_override.load(std::memory_order_relaxed); o >= 0) return o != 0;
   static const bool on = [] {
     if (const char* forced = std::getenv("DAISY_PREFETCH_SMALL_TILES")) return std::strcmp(forced, "0") != 0;
 #if defined(__x86_64__)
@@ -232,6 +240,7 @@ bool PrefetchSmallTiles() {
 }
 
 bool PrefetchFloatRows() {
+  if (const int o = prefetch_override.load(std::memory_order_relaxed); o >= 0) return o != 0;
   static const bool on = [] {
     const char* forced = std::getenv("DAISY_PREFETCH_FLOAT_ROWS");
     return forced == nullptr || std::strcmp(forced, "0") != 0;

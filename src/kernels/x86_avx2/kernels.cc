@@ -31,10 +31,11 @@ inline float HorizontalSum(__m256 v) {
 // 16 interleaved rows (one row group) against kRX activation rows; rows 0-7 of the group in
 // one 8-lane accumulator, rows 8-15 in another. Per block: exact integer dots over eight
 // 4-element steps, then one conversion and multiply-add per accumulator (see the AVX-512 file;
-// the per-lane operation sequence does not depend on kRX).
+// the per-lane operation sequence does not depend on kRX). `prefetch` (the first pass over the
+// weights: PrefetchSmallTiles) asks for every line kDecodePrefetchBytes ahead, a block at a time.
 template <WeightType kType, int kRX>
 void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, size_t y_stride,
-               int r0, int64_t o_begin, int64_t o_end) {
+               int r0, int64_t o_begin, int64_t o_end, bool prefetch) {
   const int64_t nb = w.cols / kQBlock;
   constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? kQ4_0GroupBlockBytes : kQ8_0GroupBlockBytes;
   const uint8_t* q = static_cast<const uint8_t*>(w.data) + g * nb * kGroupBlockBytes;
@@ -58,6 +59,11 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
       }
     }
     const uint8_t* qb = q + b * kGroupBlockBytes;
+    if (prefetch) {
+      for (int64_t line = 0; line < kGroupBlockBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(qb) + kDecodePrefetchBytes + line, _MM_HINT_T0);
+      }
+    }
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       __m256i w0, w1;
@@ -132,11 +138,12 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       for (int j = 0; j < n; ++j) {
         x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
       }
+      const bool pf = r == 0 && PrefetchSmallTiles();  // later passes read the block from L2
       for (int64_t g = gb; g < ge; ++g) {
         switch (n) {
-          case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
         }
       }
     }
