@@ -7,11 +7,26 @@
 namespace daisy::runtime {
 
 int32_t Sampler::Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  // The first index holding the largest logit, NaNs never winning (a NaN first entry stays the
+  // answer): what one compare per entry against the best so far gives, in two passes that
+  // vectorise (a vocabulary of 128k-256k entries per decoded token). First the largest value,
+  // as per-lane maxima (x > m ? x : m is a SIMD max), then the first index equal to it.
+  const size_t n = logits.size();
+  if (n == 0) return 0;
+  constexpr size_t kLanes = 16;
+  float lane[kLanes];
+  std::fill(std::begin(lane), std::end(lane), logits[0]);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lane[j] = logits[i + j] > lane[j] ? logits[i + j] : lane[j];
   }
-  return best;
+  for (; i < n; ++i) lane[0] = logits[i] > lane[0] ? logits[i] : lane[0];
+  float best = lane[0];
+  for (size_t j = 1; j < kLanes; ++j) best = lane[j] > best ? lane[j] : best;
+  for (size_t k = 0; k < n; ++k) {
+    if (logits[k] == best) return static_cast<int32_t>(k);
+  }
+  return 0;  // logits[0] is NaN
 }
 
 double LogSumExp(std::span<const float> logits) {

@@ -116,6 +116,43 @@ void ExpectDistributedAsTheReference(const SamplingParams& p, const std::vector<
   EXPECT_LT(chi, 38.0) << what << " (" << cells << " cells)";
 }
 
+// The rule Argmax keeps: the first index of the largest entry, one compare per entry.
+int32_t FirstLargest(const std::vector<float>& v) {
+  int32_t best = 0;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (v[i] > v[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+TEST(Sampler, ArgmaxIsTheFirstLargestWithTiesNansAndSignedZeros) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  std::vector<std::vector<float>> cases = {
+      {1.0f},
+      {nan, 3.0f, 5.0f},              // a NaN first entry stays the answer
+      {1.0f, nan, 3.0f, nan, 3.0f},   // NaNs never win; ties go to the first
+      {-inf, -inf, -inf},
+      {-0.0f, 0.0f, -1.0f},
+      {-1.0f, 0.0f, -0.0f, 0.0f},
+  };
+  // Vocabulary-sized rows: the largest in every lane position and in the tail, repeated.
+  for (size_t n : {15u, 16u, 17u, 33u, 1000u, 128256u}) {
+    for (size_t at : {size_t{0}, n / 3, n - 1}) {
+      std::vector<float> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * 0.37f);
+      v[at] = 7.0f;
+      if (at + 16 < n) v[at + 16] = 7.0f;  // the same value again, in the same lane
+      if (at > 0) v[at - 1] = nan;
+      cases.push_back(v);
+    }
+  }
+  for (const auto& v : cases) EXPECT_EQ(Sampler::Argmax(v), FirstLargest(v)) << "size " << v.size();
+  EXPECT_EQ(Sampler::Argmax(cases[1]), 0);
+  EXPECT_EQ(Sampler::Argmax(cases[2]), 2);
+  EXPECT_EQ(Sampler::Argmax(cases[4]), 0);
+  EXPECT_EQ(Sampler::Argmax(cases[5]), 1);
+}
+
 TEST(Sampler, EachFilterDrawsFromTheReferenceDistribution) {
   SamplingParams base;
   base.temperature = 1.0f;
