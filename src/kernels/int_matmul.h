@@ -10,16 +10,18 @@
 #include "kernels/weights.h"
 
 namespace daisy::kernels {
-// Whether the q4_0/q8_0 and integer-family kernels prefetch weights in tiles of one to four
-// activation rows (decoding, verifying drafts), every line kDecodePrefetchBytes (integer family;
-// q4_0/q8_0: 16 blocks) ahead: on Intel's CPUs and AMD's from Zen 5 (family 0x1A) on yes; on
-// older AMD no, where the hardware prefetcher alone streamed best (Zen 4, q8_0: measured in
-// x86_avx512/kernels.cc). DAISY_PREFETCH_SMALL_TILES=0|1 overrides, for measuring. Decided once.
+// Whether the q4_0/q8_0 and integer-family kernels prefetch every weight line
+// kDecodePrefetchBytes (integer family; q4_0/q8_0: 16 blocks) ahead in their first pass over
+// the weights (a decode's one row, a verify's K + 1, a prompt's first pass over each run): on
+// Intel's CPUs and AMD's from Zen 5 (family 0x1A) on yes; on older AMD no, where the hardware
+// prefetcher alone streamed best (Zen 4, q8_0: measured in x86_avx512/kernels.cc). The name is
+// from when only tiles of 1-4 rows did. DAISY_PREFETCH_SMALL_TILES=0|1 overrides, for
+// measuring. Decided once (OverridePrefetch aside).
 bool PrefetchSmallTiles();
 inline constexpr int kDecodePrefetchBytes = 8192;
 // Whether the AVX-512 and AVX2 float kernels (f32/f16/bf16) prefetch the next tile's weight rows
-// when a product has one to four activation rows: yes (x86_avx512/kernels.cc; measured on an
-// AMD Zen 5 only).
+// in their first pass over an output block: yes (x86_avx512/kernels.cc; measured on an AMD Zen
+// 5 only).
 // DAISY_PREFETCH_FLOAT_ROWS=0|1 overrides, for measuring. Decided once.
 bool PrefetchFloatRows();
 // Overrides both decisions above from now on: 0 off, 1 on, -1 back to the CPU's (the kernel

@@ -90,7 +90,7 @@ using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, 
 constexpr int Log2(int v) { return v <= 1 ? 0 : 1 + Log2(v / 2); }
 
 // Rows 8 kH0 .. 8 (kH0 + kNH) - 1 of row group g (one half or both) against kRX activation rows.
-// `prefetch` (decoding: PrefetchSmallTiles): the pass over the lower half (or both) asks for the
+// `prefetch` (the first pass over a run of row groups: PrefetchSmallTiles): the pass over the lower half (or both) asks for the
 // weights kDecodePrefetchBytes ahead as it goes, every line (the upper half's pass reads them
 // from cache).
 template <WeightType kType, int kRX, int kH0, int kNH>

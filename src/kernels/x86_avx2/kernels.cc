@@ -201,12 +201,13 @@ template <WeightType kType>
 void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   constexpr int64_t kOBlock = 32;
-  const bool pf = n_rows <= 4 && PrefetchFloatRows();
+  const bool prefetch = PrefetchFloatRows();
   for (int64_t ob = o_begin; ob < o_end; ob += kOBlock) {
     const int64_t oe = ob + kOBlock < o_end ? ob + kOBlock : o_end;
     for (int r = 0; r < n_rows; r += 2) {
       const float* x[2];
       const int n = n_rows - r >= 2 ? 2 : 1;
+      const bool pf = prefetch && r == 0;  // the first pass reads the rows from memory; later ones from cache
       for (int j = 0; j < n; ++j) {
         x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) +
                                               (r + j) * act_stride);

@@ -93,8 +93,8 @@ template <WeightType kType>
 using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, ActQ8View>;
 
 // 16 rows (one row group) against kRX activation rows.
-// `prefetch` (decoding: PrefetchSmallTiles) asks for the weights kDecodePrefetchBytes ahead as
-// it goes, every line: a block's lines at its start (32-element blocks) or a pair of
+// `prefetch` (the first pass over a run of row groups: PrefetchSmallTiles) asks for the weights
+// kDecodePrefetchBytes ahead as it goes, every line: a block's lines at its start (32-element blocks) or a pair of
 // sub-blocks' share of them with that pair (super-blocks).
 template <WeightType kType, int kRX>
 void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
@@ -111,7 +111,7 @@ void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, si
     const uint8_t* blk = base + b * kBytes;
     __m512i isum[kRX], msum[kRX];
     if constexpr (L.nsub() == 1) {
-      if (kRX <= 4 && prefetch) PrefetchLines<0, kBytes>(blk + kDecodePrefetchBytes);
+      if (prefetch) PrefetchLines<0, kBytes>(blk + kDecodePrefetchBytes);
       // A 32-element block: one sub-block, scale 1.
       for (int r = 0; r < kRX; ++r) {
         isum[r] = L.off != 0 ? _mm512_set1_epi32(-L.off * x[r].block_sum[b]) : _mm512_setzero_si512();
@@ -129,7 +129,7 @@ void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, si
       for (int r = 0; r < kRX; ++r) xs[r] = L.sub == 16 ? x[r].sum16 + b * 16 : x[r].sum32 + b * 8;
       Unroll<L.nsub() / 2>([&](auto p) {
         constexpr int P = p.value;
-        if (kRX <= 4 && prefetch) PrefetchLines<P * kBytes / (L.nsub() / 2), (P + 1) * kBytes / (L.nsub() / 2)>(blk + kDecodePrefetchBytes);
+        if (prefetch) PrefetchLines<P * kBytes / (L.nsub() / 2), (P + 1) * kBytes / (L.nsub() / 2)>(blk + kDecodePrefetchBytes);
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.scales_at() + P * 32));
         // Each row's (scale[2P], scale[2P + 1]) as int16.
         __m512i pair;
@@ -220,7 +220,7 @@ void IntMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_
           x[j] = ViewActQ8(row, w.cols);
         }
       }
-      const bool pf = n <= 4 && PrefetchSmallTiles();
+      const bool pf = p == 0 && PrefetchSmallTiles();  // later passes read the run from L2
       for (int64_t g = gb; g < ge; ++g) {
         if constexpr (kMaxRX == 8) {
           switch (n) {

@@ -52,16 +52,15 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
       for (int c = 1; c < kChains; ++c) iacc[j][c] = _mm512_setzero_si512();
     }
     const uint8_t* qb = q + b * kGroupBlockBytes;
-    // A software prefetch helps a prompt's wide tiles (its first pass reads the weights from
-    // memory while doing 8 rows of work on each block). One- to four-row tiles (decoding,
-    // verifying drafts) stream at memory speed, and there it depends on the CPU: on an AMD EPYC
-    // (Zen 4) it took one-thread q8_0 decoding from ~21 to ~15 tok/s (1B shape), as if it kept
-    // the hardware prefetcher from running ahead; on an Intel Xeon (Sapphire Rapids) asking for
-    // every line of the block 16 blocks ahead gave decoding +17-19% (q4_0, one and two
-    // threads) and +7% (q8_0, two threads), where the first line alone gave +3-10%; on an AMD
-    // Zen 5 +8-18% (q4_0/q8_0 one row, kernel benchmark) (PrefetchSmallTiles: Intel's CPUs and
-    // AMD's from Zen 5 take it; docs/benchmarks.md).
-    if constexpr (kRX >= 5) {
+    // Software prefetch. With PrefetchSmallTiles (Intel; AMD from Zen 5) every line of the
+    // block 16 blocks ahead, in the first pass over the weights whatever the tile's width: on
+    // an Intel Xeon (Sapphire Rapids) it gave decoding +17-19% (q4_0, one and two threads)
+    // and +7% (q8_0, two threads); on an AMD Zen 5 +8-18% for one row and 10-50% for 4-64
+    // rows (kernel benchmark, --prefetch-ab). Without it (older AMD: on a Zen 4 it took
+    // one-thread q8_0 decoding from ~21 to ~15 tok/s, as if it kept the hardware prefetcher
+    // from running ahead), tiles of 5-8 rows ask for a block's first line only, which measured
+    // slightly faster for a prompt there. docs/benchmarks.md.
+    if constexpr (kRX >= 5 && !kPrefetchSmall) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
     } else if constexpr (kPrefetchSmall) {
 #pragma GCC unroll 8
@@ -132,13 +131,25 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       for (int j = 0; j < n; ++j) {
         x[j] = ViewActQ8(static_cast<const uint8_t*>(act) + (r + j) * act_stride, w.cols);
       }
-      const bool pf = PrefetchSmallTiles();
+      const bool pf = p == 0 && PrefetchSmallTiles();  // later passes read the block from L2
       for (int64_t g = gb; g < ge; ++g) {
         switch (n) {
-          case 8: GroupTile<kType, 8, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 7: GroupTile<kType, 7, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 6: GroupTile<kType, 6, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
-          case 5: GroupTile<kType, 5, false>(w, x, g, y, y_stride, r, o_begin, o_end); break;
+          case 8:
+            pf ? GroupTile<kType, 8, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 8, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
+          case 7:
+            pf ? GroupTile<kType, 7, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 7, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
+          case 6:
+            pf ? GroupTile<kType, 6, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 6, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
+          case 5:
+            pf ? GroupTile<kType, 5, true>(w, x, g, y, y_stride, r, o_begin, o_end)
+               : GroupTile<kType, 5, false>(w, x, g, y, y_stride, r, o_begin, o_end);
+            break;
           case 4:
             pf ? GroupTile<kType, 4, true>(w, x, g, y, y_stride, r, o_begin, o_end)
                : GroupTile<kType, 4, false>(w, x, g, y, y_stride, r, o_begin, o_end);
@@ -185,8 +196,8 @@ inline __m512 LoadW16(const void* data, int64_t index) {
 
 // kRO weight rows (row-major) against kRX activation rows. Each weight row is a stream of its
 // own, a page long at the 1B shape's 2,048 columns (f16), and a hardware prefetcher stops at
-// a page's end: so a decode tile (kPrefetch: 1-4 activation rows, PrefetchFloatRows) asks,
-// line by line as it goes, for the next tile's rows. On an AMD Zen 5 the one-row f16/bf16
+// a page's end: so a tile of the first pass over an output block (kPrefetch:
+// PrefetchFloatRows) asks, line by line as it goes, for the next tile's rows. On an AMD Zen 5 the one-row f16/bf16
 // product read 29 / 26 GB/s with it against 21 / 19 without (4 alternating runs each;
 // docs/benchmarks.md).
 template <WeightType kType, int kRO, int kRX, bool kPrefetch = false>
@@ -233,12 +244,13 @@ template <WeightType kType>
 void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_rows, float* y,
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   constexpr int64_t kOBlock = 32;
-  const bool pf = n_rows <= 4 && PrefetchFloatRows();
+  const bool prefetch = PrefetchFloatRows();
   for (int64_t ob = o_begin; ob < o_end; ob += kOBlock) {
     const int64_t oe = ob + kOBlock < o_end ? ob + kOBlock : o_end;
     for (int r = 0; r < n_rows; r += 4) {
       const float* x[4];
       const int n = n_rows - r >= 4 ? 4 : n_rows - r;
+      const bool pf = prefetch && r == 0;  // the first pass reads the rows from memory; later ones from cache
       for (int j = 0; j < n; ++j) {
         x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) +
                                               (r + j) * act_stride);
