@@ -51,7 +51,9 @@ inline int32_t Load4(const void* p) {
 // Prefetches the lines holding bytes [kFrom, kTo) after p, one per 64 bytes.
 template <int kFrom, int kTo>
 inline void PrefetchLines(const uint8_t* p) {
-  for (int off = kFrom / 64 * 64; off < kTo; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
+  for (int off = kFrom / 64 * 64; off < kTo; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
+  }
 }
 
 inline __m256i Iq4SignedTable() {
@@ -90,9 +92,9 @@ using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, 
 constexpr int Log2(int v) { return v <= 1 ? 0 : 1 + Log2(v / 2); }
 
 // Rows 8 kH0 .. 8 (kH0 + kNH) - 1 of row group g (one half or both) against kRX activation rows.
-// `prefetch` (the first pass over a run of row groups: PrefetchSmallTiles): the pass over the lower half (or both) asks for the
-// weights kDecodePrefetchBytes ahead as it goes, every line (the upper half's pass reads them
-// from cache).
+// `prefetch` (the first pass over a run of row groups: PrefetchSmallTiles): the pass over the
+// lower half (or both) asks for the weights kDecodePrefetchBytes ahead as it goes, every line
+// (the upper half's pass reads them from cache).
 template <WeightType kType, int kRX, int kH0, int kNH>
 [[gnu::flatten]] void HalfTile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y,
                                size_t y_stride, int r0, int64_t o_begin, int64_t o_end, bool prefetch) {
@@ -157,8 +159,9 @@ template <WeightType kType, int kRX, int kH0, int kNH>
       for (int r = 0; r < kRX; ++r) xs[r] = L.sub == 16 ? x[r].sum16 + b * 16 : x[r].sum32 + b * 8;
       Unroll<L.nsub() / 2>([&](auto p) {
         constexpr int P = p.value;
+        constexpr int kShare = kBytes / (L.nsub() / 2);
         if (kH0 == 0 && prefetch) {
-          PrefetchLines<P * kBytes / (L.nsub() / 2), (P + 1) * kBytes / (L.nsub() / 2)>(blk + kDecodePrefetchBytes);
+          PrefetchLines<P * kShare, (P + 1) * kShare>(blk + kDecodePrefetchBytes);
         }
         // Each row's (scale[2P], scale[2P + 1]) as int16, per half.
         __m256i pair[kNH];

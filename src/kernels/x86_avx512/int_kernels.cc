@@ -54,7 +54,9 @@ inline int32_t Load4(const void* p) {
 // Prefetches the lines holding bytes [kFrom, kTo) after p, one per 64 bytes.
 template <int kFrom, int kTo>
 inline void PrefetchLines(const uint8_t* p) {
-  for (int off = kFrom / 64 * 64; off < kTo; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
+  for (int off = kFrom / 64 * 64; off < kTo; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
+  }
 }
 
 // kIq4Values + 128, in every 128-bit lane (vpshufb looks up per lane).
@@ -94,8 +96,8 @@ using ViewOf = std::conditional_t<IntLayoutOf(kType)->block == 256, ActQ8KView, 
 
 // 16 rows (one row group) against kRX activation rows.
 // `prefetch` (the first pass over a run of row groups: PrefetchSmallTiles) asks for the weights
-// kDecodePrefetchBytes ahead as it goes, every line: a block's lines at its start (32-element blocks) or a pair of
-// sub-blocks' share of them with that pair (super-blocks).
+// kDecodePrefetchBytes ahead as it goes, every line: a block's lines at its start (32-element
+// blocks) or a pair of sub-blocks' share of them with that pair (super-blocks).
 template <WeightType kType, int kRX>
 void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, size_t y_stride, int r0,
           int64_t o_begin, int64_t o_end, bool prefetch) {
@@ -129,7 +131,8 @@ void Tile(const WeightMatrix& w, const ViewOf<kType>* x, int64_t g, float* y, si
       for (int r = 0; r < kRX; ++r) xs[r] = L.sub == 16 ? x[r].sum16 + b * 16 : x[r].sum32 + b * 8;
       Unroll<L.nsub() / 2>([&](auto p) {
         constexpr int P = p.value;
-        if (prefetch) PrefetchLines<P * kBytes / (L.nsub() / 2), (P + 1) * kBytes / (L.nsub() / 2)>(blk + kDecodePrefetchBytes);
+        constexpr int kShare = kBytes / (L.nsub() / 2);
+        if (prefetch) PrefetchLines<P * kShare, (P + 1) * kShare>(blk + kDecodePrefetchBytes);
         const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L.scales_at() + P * 32));
         // Each row's (scale[2P], scale[2P + 1]) as int16.
         __m512i pair;
