@@ -19,6 +19,14 @@ namespace daisy::kernels {
 // measuring. Decided once (OverridePrefetch aside).
 bool PrefetchSmallTiles();
 inline constexpr int kDecodePrefetchBytes = 8192;
+// Prefetches (prefetcht0) the lines holding bytes [kFrom, kTo) after p, one per 64 bytes: the
+// decode prefetches of every ISA file.
+template <int kFrom, int kTo>
+inline void PrefetchLines(const void* p) {
+  for (int off = kFrom / 64 * 64; off < kTo; off += 64) {
+    __builtin_prefetch(static_cast<const char*>(p) + off, 0, 3);
+  }
+}
 // Whether the AVX-512 and AVX2 float kernels (f32/f16/bf16) prefetch the next tile's weight rows
 // in their first pass over an output block: yes (x86_avx512/kernels.cc; measured on an AMD Zen
 // 5 only).

@@ -48,14 +48,6 @@ inline int32_t Load4(const void* p) {
   return v;
 }
 
-// Prefetches the lines holding bytes [kFrom, kTo) after p, one per 64 bytes.
-template <int kFrom, int kTo>
-inline void PrefetchLines(const uint8_t* p) {
-  for (int off = kFrom / 64 * 64; off < kTo; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
-  }
-}
-
 inline __m256i Iq4SignedTable() {
   alignas(16) static constexpr int8_t kTable[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                     1,    13,   25,  38,  53,  69,  89,  113};

@@ -59,11 +59,7 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
       }
     }
     const uint8_t* qb = q + b * kGroupBlockBytes;
-    if (prefetch) {
-      for (int64_t line = 0; line < kGroupBlockBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(qb) + kDecodePrefetchBytes + line, _MM_HINT_T0);
-      }
-    }
+    if (prefetch) PrefetchLines<0, kGroupBlockBytes>(qb + kDecodePrefetchBytes);
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       __m256i w0, w1;

@@ -51,14 +51,6 @@ inline int32_t Load4(const void* p) {
   return v;
 }
 
-// Prefetches the lines holding bytes [kFrom, kTo) after p, one per 64 bytes.
-template <int kFrom, int kTo>
-inline void PrefetchLines(const uint8_t* p) {
-  for (int off = kFrom / 64 * 64; off < kTo; off += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p) + off, _MM_HINT_T0);
-  }
-}
-
 // kIq4Values + 128, in every 128-bit lane (vpshufb looks up per lane).
 inline __m512i Iq4Table() {
   alignas(16) static constexpr uint8_t kTable[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};

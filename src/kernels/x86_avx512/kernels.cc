@@ -29,9 +29,9 @@ namespace {
 // dot starting from -offset * block_sum, then one conversion and one multiply-add with
 // (row scale * activation scale) add the block to the lane's float sum. The per-lane sequence
 // of operations is the same whatever kRX is (the batch-invariance contract).
-template <WeightType kType, int kRX, bool kPrefetchSmall>
+template <WeightType kType, int kRX>
 void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, size_t y_stride,
-               int r0, int64_t o_begin, int64_t o_end) {
+               int r0, int64_t o_begin, int64_t o_end, bool prefetch) {
   const int64_t nb = w.cols / kQBlock;
   constexpr int kOffset = kType == WeightType::kQ4_0 ? 8 : 128;
   constexpr int64_t kGroupBlockBytes = kType == WeightType::kQ4_0 ? kQ4_0GroupBlockBytes : kQ8_0GroupBlockBytes;
@@ -60,13 +60,10 @@ void GroupTile(const WeightMatrix& w, const ActQ8View* x, int64_t g, float* y, s
     // one-thread q8_0 decoding from ~21 to ~15 tok/s, as if it kept the hardware prefetcher
     // from running ahead), tiles of 5-8 rows ask for a block's first line only, which measured
     // slightly faster for a prompt there. docs/benchmarks.md.
-    if constexpr (kRX >= 5 && !kPrefetchSmall) {
+    if (prefetch) {
+      PrefetchLines<0, kGroupBlockBytes>(qb + 16 * kGroupBlockBytes);
+    } else if constexpr (kRX >= 5) {
       _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes, _MM_HINT_T0);
-    } else if constexpr (kPrefetchSmall) {
-#pragma GCC unroll 8
-      for (int64_t line = 0; line < kGroupBlockBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(qb) + 16 * kGroupBlockBytes + line, _MM_HINT_T0);
-      }
     }
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
@@ -134,38 +131,14 @@ void QMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       const bool pf = p == 0 && PrefetchSmallTiles();  // later passes read the block from L2
       for (int64_t g = gb; g < ge; ++g) {
         switch (n) {
-          case 8:
-            pf ? GroupTile<kType, 8, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 8, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
-          case 7:
-            pf ? GroupTile<kType, 7, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 7, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
-          case 6:
-            pf ? GroupTile<kType, 6, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 6, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
-          case 5:
-            pf ? GroupTile<kType, 5, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 5, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
-          case 4:
-            pf ? GroupTile<kType, 4, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 4, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
-          case 3:
-            pf ? GroupTile<kType, 3, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 3, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
-          case 2:
-            pf ? GroupTile<kType, 2, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 2, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
-          default:
-            pf ? GroupTile<kType, 1, true>(w, x, g, y, y_stride, r, o_begin, o_end)
-               : GroupTile<kType, 1, false>(w, x, g, y, y_stride, r, o_begin, o_end);
-            break;
+          case 8: GroupTile<kType, 8>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 7: GroupTile<kType, 7>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 6: GroupTile<kType, 6>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 5: GroupTile<kType, 5>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 4: GroupTile<kType, 4>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 3: GroupTile<kType, 3>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          case 2: GroupTile<kType, 2>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
+          default: GroupTile<kType, 1>(w, x, g, y, y_stride, r, o_begin, o_end, pf); break;
         }
       }
       r += n;
