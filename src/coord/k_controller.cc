@@ -215,8 +215,13 @@ int KController::Choose(const Others& others) {
     if (steps_ - last_probe_step_ >= probe_every_) {
       last_probe_step_ = steps_;
       probed_ = true;
-      return others.rows == 0 && Gating() ? k_max_ : 1;
+      // Where plain decoding is measured faster, one draft is enough to see whether the draft
+      // came back: gated, a probe's drafts run to the confidences' stop at a verify's cost.
+      return others.rows == 0 && Gating() && !PlainIsFaster() ? k_max_ : 1;
     }
+    // Alone, a plain step right after drafting is not timed (Verified): while K = 0 is not
+    // measured, one the rule chose is followed by another, which is (a trial's second step).
+    if (others.rows == 0 && !last_plain_ && (*verify_)[0].n < kPlainTimedSteps) trial_left_ = 1;
     return 0;
   }
   // Alone and gated, the draft's confidences end the drafting (MoreDrafts); k_ keeps following
@@ -246,9 +251,10 @@ bool KController::PlainTrialDue(double best_rate) const {
 
 bool KController::PlainIsFaster() const {
   const Timing& plain = (*verify_)[0];
-  if (plain.n < kPlainTimedSteps || drafting_steps_seconds_ <= 0) return false;
+  if (plain.n == 0 || drafting_steps_seconds_ <= 0) return false;
   const double plain_rate = 1 / std::max(plain.seconds + (plain_extra_.n > 0 ? plain_extra_.seconds : 0), 1e-9);
-  return drafting_steps_tokens_ / drafting_steps_seconds_ < kPlainWins * plain_rate;
+  const double share = plain.n >= kPlainTimedSteps ? kPlainWins : kPlainWinsClearly;
+  return drafting_steps_tokens_ / drafting_steps_seconds_ < share * plain_rate;
 }
 
 double KController::Unseen() const {

@@ -25,11 +25,14 @@ namespace daisy::coord {
 // steps plainly (a trial, PlainTrialDue) while what its drafting steps gave, timed whole
 // (Stepped), is within kPlainTrialBelow of what a plain step may give. A plain step right after
 // a drafting one is not timed (it pays for the switch: caches, a pipeline's threads gone to
-// sleep while the draft ran). Whole steps also show what a drafting step costs beyond its
-// verify and drafts (Unseen), which counts in every K > 0's cost; and once two plain steps are
-// timed, drafting steps that gave less than kPlainWins of plain decoding's tokens a second
-// overrule the model (PlainIsFaster: K = 0, probes aside). So a pair whose drafting costs
-// about what it saves (a tiny target on one node) falls back to plain decoding.
+// sleep while the draft ran), so while K = 0 is not measured a plain step the rule chooses
+// after drafting is followed by a second one, which is. Whole steps also show what a drafting
+// step costs beyond its verify and drafts (Unseen), which counts in every K > 0's cost; and once
+// two plain steps are timed, drafting steps that gave less than kPlainWins of plain decoding's
+// tokens a second overrule the model (PlainIsFaster: K = 0, probes aside; after one timed
+// plain step already below kPlainWinsClearly). So a pair whose drafting costs about what it
+// saves (a tiny target on one node) falls back to plain decoding; its probes then draft one
+// token, not as many as the confidences allow.
 //
 // Acceptance comes in runs (stretches of text the draft follows, gaps where it does not), so
 // the rate used to choose K is the one of the current state: after a verify that took every
@@ -66,8 +69,12 @@ class KController {
   // verifies), again kPlainTrialEvery steps after the last plain step while it is still a
   // close call, until two plain steps are timed.
   static constexpr double kPlainTrialBelow = 1.15;
-  // Plain decoding wins when drafting steps gave less than this times its rate.
+  // Plain decoding wins when drafting steps gave less than this times its rate; from the first
+  // timed plain step already when they gave less than kPlainWinsClearly times it (a tiny target
+  // on one node: drafting at 0.45 of plain decoding's rate would otherwise go on to a second
+  // trial, eight steps later).
   static constexpr double kPlainWins = 0.9;
+  static constexpr double kPlainWinsClearly = 0.5;
   static constexpr int kPlainTrialSteps = 2;  // in a row: the first, after drafting, is not timed
   // Timed plain steps that measure K = 0: trials stop there, and PlainIsFaster may speak.
   static constexpr int kPlainTimedSteps = 2;
@@ -179,7 +186,7 @@ class KController {
   // plainly to measure K = 0 (kPlainTrialBelow).
   bool PlainTrialDue(double best_rate) const;
   // Whether timed plain steps (two at least) gave more than drafting steps (whole, Stepped) by
-  // more than noise (kPlainWins).
+  // more than noise (kPlainWins), or one timed plain step gave far more (kPlainWinsClearly).
   bool PlainIsFaster() const;
   // What whole steps (Stepped) showed a drafting step costs beyond its verify and drafts, more
   // than a plain step beyond its forward (0 until a drafting step is timed so).
