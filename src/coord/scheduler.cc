@@ -52,10 +52,26 @@ void Request::Push(int32_t token, TokenLogprob logprob) {
   cv_.notify_all();
 }
 
+void Request::StopAtString() {
+  std::lock_guard lock(mu_);
+  stopped_at_string_ = true;
+  cancelled_ = true;
+  if (done_ && finish_ == Finish::kLength) {
+    finish_ = Finish::kStop;
+    if (length_to_stop_) ++*length_to_stop_;
+  }
+}
+
 void Request::End(Finish f, Status error) {
   {
     std::lock_guard lock(mu_);
     if (done_) return;
+    // The text reached a stop string in the tokens before the last (the reader saw them before
+    // the scheduler ended the request at max_tokens): a stop, as the client is told.
+    if (f == Finish::kLength && stopped_at_string_) {
+      f = Finish::kStop;
+      if (length_to_stop_) ++*length_to_stop_;
+    }
     if (ttft_ == 0) ttft_ = Since(submitted_);
     done_ = true;
     finish_ = f;
@@ -136,6 +152,7 @@ Result<std::shared_ptr<Request>> Scheduler::Submit(RequestParams params) {
                              queue_.size());
   }
   auto r = std::make_shared<Request>(std::move(params));
+  r->CountRestatedIn(length_to_stop_);
   queue_.push_back(r);
   metrics_.queued = static_cast<int>(queue_.size());
   cv_.notify_all();
@@ -145,6 +162,10 @@ Result<std::shared_ptr<Request>> Scheduler::Submit(RequestParams params) {
 SchedulerMetrics Scheduler::metrics() const {
   std::lock_guard lock(mu_);
   SchedulerMetrics m = metrics_;
+  // Requests counted at max_tokens whose text then turned out to end at a stop string.
+  const uint64_t restated = *length_to_stop_;
+  m.requests_by_finish[static_cast<int>(Finish::kLength)] -= restated;
+  m.requests_by_finish[static_cast<int>(Finish::kStop)] += restated;
   const auto since = Clock::now() - std::chrono::seconds(10);
   uint64_t n = 0;
   for (const auto& [t, k] : recent_) n += t >= since ? k : 0;

@@ -84,11 +84,10 @@ class Request {
   Update Wait(size_t have, std::chrono::milliseconds timeout);
   // Asks the scheduler to stop this request and free its KV (idempotent).
   void Cancel() { cancelled_ = true; }
-  // The same, because the text reached one of the request's stop strings: it ends as kStop.
-  void StopAtString() {
-    stopped_at_string_ = true;
-    cancelled_ = true;
-  }
+  // The same, because the text reached one of the request's stop strings: it ends as kStop,
+  // also when it had already ended at max_tokens (the stop string was in its last tokens; the
+  // scheduler's outcome counts follow: Scheduler::metrics).
+  void StopAtString();
   bool cancelled() const { return cancelled_; }
   // How a cancelled request ends.
   Finish cancel_finish() const { return stopped_at_string_ ? Finish::kStop : Finish::kCancelled; }
@@ -109,11 +108,15 @@ class Request {
 
   // Scheduler side.
   void Push(int32_t token, TokenLogprob logprob = {});
+  // Ends the request (once; a kLength after StopAtString is a kStop).
   void End(Finish f, Status error = Status::Ok());
+  // Where to count a request whose kLength became a kStop (the scheduler's, at Submit).
+  void CountRestatedIn(std::shared_ptr<std::atomic<uint64_t>> length_to_stop) { length_to_stop_ = std::move(length_to_stop); }
 
  private:
   RequestParams params_;
   std::atomic<bool> cancelled_{false}, stopped_at_string_{false};
+  std::shared_ptr<std::atomic<uint64_t>> length_to_stop_;
   std::atomic<int> verifies_{0}, drafted_{0}, accepted_{0}, last_k_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -221,6 +224,8 @@ class Scheduler {
   std::deque<std::shared_ptr<Request>> queue_;
   bool stop_ = false;
   SchedulerMetrics metrics_;
+  // Requests counted as kLength in metrics_ that ended as kStop (Request::StopAtString).
+  std::shared_ptr<std::atomic<uint64_t>> length_to_stop_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::deque<std::pair<std::chrono::steady_clock::time_point, uint64_t>> recent_;  // tokens per step
   // Loop thread only.
   std::vector<std::unique_ptr<Seq>> active_;

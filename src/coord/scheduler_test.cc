@@ -469,6 +469,54 @@ TEST(Scheduler, CancelFreesTheSequenceOnEveryStage) {
   EXPECT_EQ(s.worker->held_sequences(), 0u);
 }
 
+// A stop string in a request's last tokens: the reader may see them only after the scheduler
+// ended the request at max_tokens. The client is told "stop"; so are /metrics (it was counted
+// as "length" before), and the request itself. A stop string seen before the end makes the
+// later end at max_tokens a stop too. A request cancelled by its client stays cancelled.
+TEST(Scheduler, AStopStringInTheLastTokensCountsAsAStopNotTheLength) {
+  Topology s("whole");
+  SchedulerOptions o;
+  o.seq_capacity = kCapacity;
+  Scheduler sched(*s.p, o);
+  RequestParams r;
+  r.prompt = Prompt(10, 3);
+  r.max_tokens = 4;
+  r.stop_at_eog = false;
+  const auto count = [&](Finish f) { return sched.metrics().requests_by_finish[static_cast<int>(f)]; };
+  auto a = sched.Submit(r);
+  ASSERT_TRUE(a.ok());
+  Finish f;
+  Collect(**a, &f);
+  EXPECT_EQ(f, Finish::kLength);
+  EXPECT_EQ(count(Finish::kLength), 1u);
+  (*a)->StopAtString();  // the reader found the stop string in what it had collected
+  EXPECT_EQ((*a)->Wait(0, std::chrono::milliseconds(0)).finish, Finish::kStop);
+  EXPECT_EQ(count(Finish::kLength), 0u);
+  EXPECT_EQ(count(Finish::kStop), 1u);
+  (*a)->StopAtString();  // once only
+  EXPECT_EQ(count(Finish::kStop), 1u);
+  // Seen before the scheduler gets to end it: the end at max_tokens is a stop.
+  r.max_tokens = 40;
+  auto b = sched.Submit(r);
+  ASSERT_TRUE(b.ok());
+  (*b)->Wait(1, std::chrono::milliseconds(20000));
+  (*b)->StopAtString();
+  Collect(**b, &f);
+  EXPECT_EQ(f, Finish::kStop);
+  EXPECT_EQ(count(Finish::kStop), 2u);
+  EXPECT_EQ(count(Finish::kLength), 0u);
+  // Not restated: a cancelled one.
+  auto c = sched.Submit(r);
+  ASSERT_TRUE(c.ok());
+  (*c)->Wait(1, std::chrono::milliseconds(20000));
+  (*c)->Cancel();
+  Collect(**c, &f);
+  EXPECT_EQ(f, Finish::kCancelled);
+  (*c)->StopAtString();
+  EXPECT_EQ(count(Finish::kCancelled), 1u);
+  EXPECT_EQ(count(Finish::kStop), 2u);
+}
+
 TEST(Scheduler, ALostWorkerFailsItsRequestsAndTheNextOneRecovers) {
   Topology s("remote");
   const uint16_t port = s.worker->port();
