@@ -35,6 +35,14 @@ inline double ExpSumInOrder(float* s, int64_t n) {
   return sum;
 }
 
+// OpKernels::log_sum_exp with libm's exp in double, summed in order.
+inline double LogSumExpInOrder(const float* x, int64_t n) {
+  const double max = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t t = 0; t < n; ++t) sum += std::exp(static_cast<double>(x[t]) - max);
+  return max + std::log(sum);
+}
+
 // Where positions t0 .. t0 + n - 1 are in `base` (keys or values): their rows, or ring slots.
 inline void RowsAt(const AttentionArgs& a, const float* base, int32_t t0, int n, const float** rows) {
   for (int j = 0; j < n; ++j) {

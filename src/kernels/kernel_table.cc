@@ -134,7 +134,8 @@ Result<KernelTable> BuildKernelTable(const KernelSet& set) {
              {"silu_mul", t.ops.silu_mul != nullptr}, {"gelu_mul", t.ops.gelu_mul != nullptr}, {"add", t.ops.add != nullptr},
              {"dot", t.ops.dot != nullptr},           {"axpy", t.ops.axpy != nullptr},
              {"attention", t.ops.attention != nullptr}, {"key_dots", t.ops.key_dots != nullptr},
-             {"weighted_rows", t.ops.weighted_rows != nullptr}, {"exp_sum", t.ops.exp_sum != nullptr}};
+             {"weighted_rows", t.ops.weighted_rows != nullptr}, {"exp_sum", t.ops.exp_sum != nullptr},
+             {"log_sum_exp", t.ops.log_sum_exp != nullptr}};
   for (const auto& op : ops) {
     if (!op.present) return Internal("kernel table %s has no %s kernel", set.isa, op.name);
   }

@@ -84,6 +84,12 @@ struct OpKernels {
   // Softmax's numerators: s[t] = exp(s[t] - max(s)) in place for t < n; returns their sum in
   // double. The order of the sum is the table's own, fixed by n alone.
   double (*exp_sum)(float* s, int64_t n);
+  // log(sum over t < n of exp(x[t])), as max(x) + log(sum of exp(x[t] - max(x))) with the sum in
+  // double (n >= 1): the normaliser of a row's log-probabilities (logit - log_sum_exp), over a
+  // vocabulary at every output row. The scalar table takes libm's exp in double; SIMD tables
+  // their exp_sum's exponentials (within 2 ulp of a float), so the result differs from the
+  // reference's by rounding (a few 1e-7 relative), and for a row never depends on other rows.
+  double (*log_sum_exp)(const float* x, int64_t n);
 };
 
 }  // namespace daisy::kernels

@@ -266,6 +266,35 @@ TEST(Ops, ExpSumIsSoftmaxsNumerators) {
   }
 }
 
+// The log-probabilities' normaliser: within a few 1e-7 of log(sum(exp)) in long double, over
+// vocabulary-sized rows and short ones (tails), a row's result independent of any other; -inf
+// entries (a grammar's mask) count nothing; a NaN gives NaN.
+TEST(Ops, LogSumExpIsTheNormaliser) {
+  for (const KernelTable* t : AllSupportedKernels()) {
+    std::mt19937 rng(5);
+    for (const int64_t n : {1, 15, 16, 33, 4096, 151936}) {
+      std::normal_distribution<float> d(0.f, 4.f);
+      std::vector<float> x(n);
+      for (float& v : x) v = d(rng);
+      const long double max = *std::max_element(x.begin(), x.end());
+      long double sum = 0;
+      for (const float v : x) sum += std::exp(static_cast<long double>(v) - max);
+      const double want = static_cast<double>(max + std::log(sum));
+      const double got = t->ops.log_sum_exp(x.data(), n);
+      EXPECT_NEAR(got, want, 5e-7 * std::max(1.0, std::fabs(want))) << t->name << " n " << n;
+      std::vector<float> twice(x);
+      twice.insert(twice.end(), x.begin(), x.end());
+      EXPECT_EQ(t->ops.log_sum_exp(twice.data() + n, n), got) << t->name << " n " << n;  // the same row elsewhere
+    }
+    const std::vector<float> masked = {-INFINITY, 2.f, -INFINITY, 2.f};
+    EXPECT_NEAR(t->ops.log_sum_exp(masked.data(), 4), 2.0 + std::log(2.0), 1e-7) << t->name;
+    const std::vector<float> one = {-3.5f};
+    EXPECT_EQ(t->ops.log_sum_exp(one.data(), 1), -3.5) << t->name;
+    const std::vector<float> nan = {0.f, std::nanf(""), 1.f};
+    EXPECT_TRUE(std::isnan(t->ops.log_sum_exp(nan.data(), 3))) << t->name;
+  }
+}
+
 class OpsTable : public ::testing::TestWithParam<std::string> {
  protected:
   const KernelTable* table = nullptr;

@@ -58,7 +58,7 @@ Status LocalStage::Run(const ForwardHeader& h, std::span<const int32_t> tokens,
   if (options_.head) {
     logits_.resize(static_cast<size_t>(logit_rows) * c.n_vocab);
     DAISY_RETURN_IF_ERROR(stage_->Forward(rows_, hidden_in, logits_));
-    if (result != nullptr) *result = ComputeOutputs(h.id, h.seqs, logits_, c.n_vocab);
+    if (result != nullptr) *result = ComputeOutputs(h.id, h.seqs, logits_, c.n_vocab, stage_->kernels().ops);
     return Status::Ok();
   }
   hidden_out.resize(static_cast<size_t>(n) * c.d_model);

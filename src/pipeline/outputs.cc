@@ -13,7 +13,7 @@ int LogitRows(const SeqRows& s) {
 }
 
 ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<const float> logits,
-                         int n_vocab) {
+                         int n_vocab, const kernels::OpKernels& ops) {
   ResultMsg r;
   r.id = id;
   size_t at = 0;
@@ -41,7 +41,7 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
       seq_logits = masked;
     }
     if (s.out.kind == OutputKind::kVerify) {
-      Verify(s.out, seq_logits, n_vocab, sr.rows);
+      Verify(s.out, seq_logits, n_vocab, ops, sr.rows);
       at += n;
       r.seqs.push_back(std::move(sr));
       continue;
@@ -49,7 +49,7 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
     for (int i = 0; i < n; ++i, ++at) {
       const std::span<const float> l = seq_logits.subspan(static_cast<size_t>(i) * n_vocab, n_vocab);
       RowOutput row;
-      const double log_z = runtime::LogSumExp(l);
+      const double log_z = ops.log_sum_exp(l.data(), static_cast<int64_t>(l.size()));
       switch (s.out.kind) {
         case OutputKind::kNone: break;
         case OutputKind::kArgmax:
@@ -83,7 +83,8 @@ ResultMsg ComputeOutputs(uint64_t id, std::span<const SeqRows> seqs, std::span<c
   return r;
 }
 
-void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, std::vector<RowOutput>& rows) {
+void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, const kernels::OpKernels& ops,
+            std::vector<RowOutput>& rows) {
   const runtime::SamplingParams& sp = out.sampling;
   const bool penalty = sp.repeat_penalty != 1.0f && sp.repeat_last_n != 0;
   const bool greedy = sp.temperature <= 0;
@@ -93,7 +94,7 @@ void Verify(const OutputSpec& out, std::span<const float> logits, int n_vocab, s
   const int k = static_cast<int>(out.draft.size());
   std::vector<int32_t> order;
   auto emit = [&](std::span<const float> l, int32_t token) {
-    const double log_z = runtime::LogSumExp(l);
+    const double log_z = ops.log_sum_exp(l.data(), static_cast<int64_t>(l.size()));
     RowOutput row{token, static_cast<float>(l[token] - log_z), {}, {}};
     if (out.top_k > 0) {
       runtime::TopK(l, out.top_k, order);

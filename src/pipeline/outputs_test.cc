@@ -11,10 +11,13 @@
 #include "pipeline/messages.h"
 #include "pipeline/outputs.h"
 #include "pipeline/protocol.h"
+#include "kernels/kernel_table.h"
 #include "runtime/sampler.h"
 
 namespace daisy::pipeline {
 namespace {
+
+const kernels::OpKernels& Ops() { return kernels::BestKernels().ops; }
 
 // ---- the accept/reject rule on known distributions ----------------------------------------
 
@@ -90,7 +93,7 @@ void ExpectTargetDistribution(const DraftDistribution& q0, const DraftDistributi
       out.draft_q = {q0};
     }
     std::vector<RowOutput> rows;
-    Verify(out, logits, kVocab, rows);
+    Verify(out, logits, kVocab, Ops(), rows);
     ASSERT_GE(rows.size(), 1u);
     ASSERT_LE(rows.size(), 3u);
     ++first[rows[0].token];
@@ -126,13 +129,13 @@ TEST(Speculative, GreedyVerifyReturnsTheAcceptedDraftsAndTheCorrection) {
   out.kind = OutputKind::kVerify;
   out.draft = {3, 2};
   std::vector<RowOutput> rows;
-  Verify(out, logits, kVocab, rows);
+  Verify(out, logits, kVocab, Ops(), rows);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].token, 3);
   EXPECT_EQ(rows[1].token, 1);  // the correction for the rejected 2
   out.draft = {3, 1};
   rows.clear();
-  Verify(out, logits, kVocab, rows);
+  Verify(out, logits, kVocab, Ops(), rows);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[2].token, 0);  // every draft accepted: the bonus token
 }
@@ -243,19 +246,19 @@ TEST(TokenMasks, TravelBothWaysAndRestrictTheOutput) {
   logits[77] = 4.0f;
   SeqRows one{0, 0, 1, {}};
   one.out.masks = {MaskOf(100, {42, 77})};
-  const ResultMsg r = ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100);
+  const ResultMsg r = ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100, Ops());
   ASSERT_EQ(r.seqs[0].rows.size(), 1u);
   EXPECT_EQ(r.seqs[0].rows[0].token, 42);
   // Unconstrained, the same row gives its own argmax.
   one.out.masks.clear();
-  EXPECT_EQ(ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100).seqs[0].rows[0].token, 3);
+  EXPECT_EQ(ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100, Ops()).seqs[0].rows[0].token, 3);
   // Sampled at a high temperature, only allowed tokens ever come out.
   one.out.kind = OutputKind::kSample;
   one.out.sampling.temperature = 5.0f;
   one.out.masks = {MaskOf(100, {11, 12, 13})};
   for (uint64_t pos = 0; pos < 200; ++pos) {
     one.out.position = pos;
-    const int32_t t = ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100).seqs[0].rows[0].token;
+    const int32_t t = ComputeOutputs(1, std::span<const SeqRows>(&one, 1), logits, 100, Ops()).seqs[0].rows[0].token;
     EXPECT_TRUE(t == 11 || t == 12 || t == 13) << t;
   }
 }

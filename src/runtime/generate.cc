@@ -25,7 +25,7 @@ Result<std::vector<PositionScore>> Score(Stage& stage, int32_t seq,
     DAISY_RETURN_IF_ERROR(stage.Forward(rows, {}, logits));
     for (size_t r = 0; r < rows.size(); ++r) {
       const std::span<const float> l(&logits[r * vocab], vocab);
-      const double log_z = LogSumExp(l);
+      const double log_z = stage.kernels().ops.log_sum_exp(l.data(), static_cast<int64_t>(l.size()));
       PositionScore s;
       const size_t p = begin + r;
       if (p + 1 < tokens.size()) {

@@ -29,13 +29,6 @@ int32_t Sampler::Argmax(std::span<const float> logits) {
   return 0;  // logits[0] is NaN
 }
 
-double LogSumExp(std::span<const float> logits) {
-  const double max = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
-  return max + std::log(sum);
-}
-
 void TopK(std::span<const float> logits, int k, std::vector<int32_t>& ids) {
   ids.resize(logits.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);

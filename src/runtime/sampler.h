@@ -23,8 +23,6 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
-// log(sum(exp(logits))), computed in double: log-probabilities are logit - LogSumExp.
-double LogSumExp(std::span<const float> logits);
 // The ids of the k largest logits, best first, ties to the lower id (k is clamped to the size).
 void TopK(std::span<const float> logits, int k, std::vector<int32_t>& ids);
 

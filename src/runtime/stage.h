@@ -57,6 +57,9 @@ class Stage {
   // receives [rows wanting logits, n_vocab] in row order; otherwise [rows, d_model] hidden
   // states. Errors (nothing is changed): InvalidArgument for malformed batches, OutOfRange /
   // ResourceExhausted from the KV cache.
+  // The kernels its forwards run (the output rows' normaliser too: pipeline::ComputeOutputs).
+  const kernels::KernelTable& kernels() const { return kernels_; }
+
   Status Forward(std::span<const BatchRow> rows, std::span<const float> hidden_in,
                  std::span<float> out);
 

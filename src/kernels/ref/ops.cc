@@ -110,7 +110,7 @@ void Attention(const AttentionArgs& a) { AttentionWith<Dot, Axpy>(a); }
 }  // namespace
 
 extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, GeluMul, Add, Dot, Axpy, Attention, EachKeyDot<Dot>, EachRowAxpy<Axpy>,
-                                                ExpSumInOrder};
+                                                ExpSumInOrder, LogSumExpInOrder};
 
 }  // namespace ref
 }  // namespace daisy::kernels

@@ -131,6 +131,6 @@ void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy>(args); }
 }  // namespace
 
 extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, EachKeyDot<Dot>, EachRowAxpy<Axpy>,
-                                                ExpSumInOrder};
+                                                ExpSumInOrder, LogSumExpInOrder};
 
 }  // namespace daisy::kernels::avx2

@@ -218,36 +218,56 @@ inline __m512 ExpNonPositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// OpKernels::exp_sum: the maximum, then 16 exponentials at a time, summed in double in two
-// vectors of 8 (lanes t % 16 < 8 and >= 8), which are added and then summed lane by lane.
-double ExpSum16(float* s, int64_t n) {
+// The maximum of s[0, n). A NaN lane is the first operand: max_ps returns the second (the
+// maximum ignores NaN, as the scalar loop does).
+float Max16(const float* s, int64_t n) {
   __m512 mv = _mm512_set1_ps(-INFINITY);
   int64_t t = 0;
-  // A NaN lane is the first operand: max_ps returns the second (the maximum ignores NaN, as the
-  // scalar loop does).
   for (; t + 16 <= n; t += 16) mv = _mm512_max_ps(_mm512_loadu_ps(s + t), mv);
   float max = _mm512_reduce_max_ps(mv);
-  for (int64_t u = t; u < n; ++u) max = s[u] > max ? s[u] : max;
+  for (; t < n; ++t) max = s[t] > max ? s[t] : max;
+  return max;
+}
+
+// exp(s[t] - max) for t < n, 16 at a time, each passed to `store` (with its tail mask) and
+// summed in double in two vectors of 8 (lanes t % 16 < 8 and >= 8), which are added and then
+// summed lane by lane.
+template <class Store>
+double ExpSumFrom(const float* s, int64_t n, float max, Store&& store) {
   const __m512 m = _mm512_set1_ps(max);
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  for (t = 0; t + 16 <= n; t += 16) {
-    const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(s + t), m));
-    _mm512_storeu_ps(s + t, e);
+  auto add = [&](__m512 e) {
     lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
     hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  };
+  int64_t t = 0;
+  for (; t + 16 <= n; t += 16) {
+    const __m512 e = ExpNonPositive(_mm512_sub_ps(_mm512_loadu_ps(s + t), m));
+    store(t, e, static_cast<__mmask16>(0xffff));
+    add(e);
   }
   if (t < n) {
     const __mmask16 k = Tail(n - t);
     const __m512 e = _mm512_maskz_mov_ps(k, ExpNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + t), m)));
-    _mm512_mask_storeu_ps(s + t, k, e);
-    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    store(t, e, k);
+    add(e);
   }
   alignas(64) double lanes[8];
   _mm512_store_pd(lanes, _mm512_add_pd(lo, hi));
   double sum = 0.0;
   for (const double v : lanes) sum += v;
   return sum;
+}
+
+// OpKernels::exp_sum: the maximum, then the exponentials in place and their sum (ExpSumFrom).
+double ExpSum16(float* s, int64_t n) {
+  return ExpSumFrom(s, n, Max16(s, n), [s](int64_t t, __m512 e, __mmask16 k) { _mm512_mask_storeu_ps(s + t, k, e); });
+}
+
+// OpKernels::log_sum_exp: the same sum, nothing stored; the maximum added back in double.
+double LogSumExp16(const float* x, int64_t n) {
+  const float max = Max16(x, n);
+  return static_cast<double>(max) + std::log(ExpSumFrom(x, n, max, [](int64_t, __m512, __mmask16) {}));
 }
 
 void Attention(const AttentionArgs& args) {
@@ -257,6 +277,6 @@ void Attention(const AttentionArgs& args) {
 }  // namespace
 
 extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, KeyDots16, WeightedRows16,
-                                                ExpSum16};
+                                                ExpSum16, LogSumExp16};
 
 }  // namespace daisy::kernels::avx512
