@@ -1,6 +1,7 @@
 // Matrix-kernel throughput per kernel table and weight type, against the machine's read
 // bandwidth measured in the same run. Prints one JSON object.
 //   daisy-bench-kernels [--rows 8192] [--cols 4096] [--batch 1] [--reps 5] [--prefetch-ab]
+//   daisy-bench-kernels --log-sum-exp 151936 [--reps 11] [--kernels scalar,avx512]
 // --prefetch-ab runs each product with the decode tiles' software prefetches off and on
 // (OverridePrefetch), taking turns rep by rep in this one process, and reports both: this
 // host's speed swings between runs far more than between reps.
@@ -64,6 +65,43 @@ double ReadBandwidth(const std::vector<uint64_t>& buf, int reps, int threads) {
 }
 }  // namespace
 
+// Times OpKernels::log_sum_exp per table over 64 rows of `vocab` normal logits (one output row
+// of a model of that vocabulary each), the tables taking turns rep by rep; prints one JSON object
+// of microseconds a row (min / median / max over reps).
+int LogSumExpBench(int64_t vocab, int reps, const std::string& names) {
+  std::vector<const KernelTable*> tables;
+  for (const KernelTable* t : AllSupportedKernels()) {
+    bool named = names.empty();
+    for (size_t at = 0; at <= names.size() && !named;) {
+      const size_t comma = std::min(names.find(',', at), names.size());
+      named = std::string_view(names).substr(at, comma - at) == t->name;
+      at = comma + 1;
+    }
+    if (named) tables.push_back(t);
+  }
+  constexpr int kRows = 64;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.f, 3.f);
+  std::vector<float> logits(static_cast<size_t>(vocab) * kRows);
+  for (float& v : logits) v = dist(rng);
+  std::vector<std::vector<double>> us(tables.size());
+  double sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int row = 0; row < kRows; ++row) sink += tables[i]->ops.log_sum_exp(logits.data() + row * vocab, vocab);
+      us[i].push_back(Seconds(t0) * 1e6 / kRows);
+    }
+  }
+  nlohmann::json out = {{"vocab", vocab}, {"reps", reps}, {"checksum", sink}};
+  for (size_t i = 0; i < tables.size(); ++i) {
+    std::sort(us[i].begin(), us[i].end());
+    out["us_per_row"][tables[i]->name] = {{"min", us[i].front()}, {"median", us[i][us[i].size() / 2]}, {"max", us[i].back()}};
+  }
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   daisy::apps::CommandLine cli("daisy kernel benchmark");
   daisy::apps::Flags& flags = cli.flags();
@@ -81,7 +119,12 @@ int main(int argc, char** argv) {
   flags.Switch("--prefetch-ab", prefetch_ab, "Each product with the decode prefetches off and on, taking turns");
   std::string kernel_names;
   flags.Option("--kernels", kernel_names, "Kernel tables to run, comma-separated (default: every one this CPU has)");
+  int64_t lse_vocab = 0;
+  flags.Option("--log-sum-exp", lse_vocab,
+               "Only time the log-probabilities' normaliser (OpKernels::log_sum_exp) over rows of this many "
+               "logits, each table in turn, rep by rep");
   if (const int code = cli.Parse(argc, argv); code >= 0) return code;
+  if (lse_vocab > 0) return LogSumExpBench(lse_vocab, std::max(1, reps), kernel_names);
 
   std::vector<uint64_t> big(static_cast<size_t>(1) << 27);  // 1 GiB
   for (size_t i = 0; i < big.size(); ++i) big[i] = i;
