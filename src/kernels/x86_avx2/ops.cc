@@ -126,19 +126,18 @@ void Axpy(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
 }
 
-void Attention(const AttentionArgs& args) { AttentionWith<Dot, Axpy>(args); }
-
 // e^x for x <= 0 (x - max of a row), as the AVX-512 table's: x = n ln 2 + r with n = round(x /
-// ln 2) and ln 2 in two parts, e^r by its Taylor series to r^7, times 2^n, here built in the
-// exponent bits; so x is kept above -87.3 (2^n normal), and below that the result is 0 (e^-87.3
-// is 1.2e-38: nothing beside the row maximum's e^0 = 1 in a double sum). NaN stays NaN.
+// ln 2) and ln 2 in two parts, e^r by its Taylor series to r^7, times 2^n. 2^n is built in the
+// exponent bits in two halves, each a normal float: the first product is exact, the second
+// rounds once, to a subnormal where the result is one (as the AVX-512 table's vscalefps).
+// Within 2 ulp of the correctly rounded value; exp(0) is exactly 1. NaN stays NaN; below -104
+// gives 0.
 inline __m256 ExpNonPositive(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);  // a NaN x is the second operand: kept
+  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x);  // a NaN x is the second operand: kept
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.4286068202862268e-6f), r);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);  // ln 2's top 16 bits
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.4286068202862268e-6f), r);  // the rest of ln 2
   __m256 p = _mm256_set1_ps(1.0f / 5040);
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
@@ -147,26 +146,38 @@ inline __m256 ExpNonPositive(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+  const __m256i ni = _mm256_cvtps_epi32(n);  // -151 .. 0
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const auto pow2 = [](__m256i k) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+  };
+  return _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(_mm256_sub_epi32(ni, n1)));
 }
 
-// OpKernels::log_sum_exp: the maximum, then 8 exponentials at a time summed in double in two
-// vectors of 4 (lanes t % 8 < 4 and >= 4), added and then summed lane by lane; the tail in
-// scalar code with the same exponential (a lane of one vector).
-double LogSumExp8(const float* x, int64_t n) {
+// The maximum of s[0, n), NaN ignored (the scalar loop's comparison).
+float Max8(const float* s, int64_t n) {
   __m256 mv = _mm256_set1_ps(-INFINITY);
   int64_t t = 0;
-  for (; t + 8 <= n; t += 8) mv = _mm256_max_ps(_mm256_loadu_ps(x + t), mv);
+  for (; t + 8 <= n; t += 8) mv = _mm256_max_ps(_mm256_loadu_ps(s + t), mv);  // a NaN lane: the second operand kept
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, mv);
   float max = -INFINITY;
   for (const float v : lanes) max = v > max ? v : max;
-  for (; t < n; ++t) max = x[t] > max ? x[t] : max;
+  for (; t < n; ++t) max = s[t] > max ? s[t] : max;
+  return max;
+}
+
+// exp(s[t] - max) for t < n, 8 at a time, each passed to `store(t, e)` (the tail one at a time,
+// lane 0 of e) and summed in double: the 8-wide part in two vectors of 4 (lanes t % 8 < 4 and
+// >= 4), added and then summed lane by lane, then the tail in order.
+template <class Store>
+double ExpSumFrom(const float* s, int64_t n, float max, Store&& store) {
   const __m256 m = _mm256_set1_ps(max);
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-  for (t = 0; t + 8 <= n; t += 8) {
-    const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(x + t), m));
+  int64_t t = 0;
+  for (; t + 8 <= n; t += 8) {
+    const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(s + t), m));
+    store(t, e);
     lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   }
@@ -174,13 +185,38 @@ double LogSumExp8(const float* x, int64_t n) {
   _mm256_store_pd(wide, _mm256_add_pd(lo, hi));
   double sum = 0.0;
   for (const double v : wide) sum += v;
-  for (; t < n; ++t) sum += static_cast<double>(_mm256_cvtss_f32(ExpNonPositive(_mm256_set1_ps(x[t] - max))));
-  return static_cast<double>(max) + std::log(sum);
+  for (; t < n; ++t) {
+    const __m256 e = ExpNonPositive(_mm256_set1_ps(s[t] - max));
+    store(t, e);
+    sum += static_cast<double>(_mm256_cvtss_f32(e));
+  }
+  return sum;
+}
+
+// OpKernels::exp_sum: the maximum, then the exponentials in place and their sum (ExpSumFrom).
+double ExpSum8(float* s, int64_t n) {
+  return ExpSumFrom(s, n, Max8(s, n), [s, n](int64_t t, __m256 e) {
+    if (t + 8 <= n) {
+      _mm256_storeu_ps(s + t, e);
+    } else {
+      s[t] = _mm256_cvtss_f32(e);
+    }
+  });
+}
+
+// OpKernels::log_sum_exp: the same sum, nothing stored; the maximum added back in double.
+double LogSumExp8(const float* x, int64_t n) {
+  const float max = Max8(x, n);
+  return static_cast<double>(max) + std::log(ExpSumFrom(x, n, max, [](int64_t, __m256) {}));
+}
+
+void Attention(const AttentionArgs& args) {
+  AttentionWith<Dot, Axpy, EachKeyDot<Dot>, EachRowAxpy<Axpy>, ExpSum8>(args);
 }
 
 }  // namespace
 
 extern constinit const OpKernels kOps = {RmsNorm, Rope, SiluMul, kernels::GeluMul, Add, Dot, Axpy, Attention, EachKeyDot<Dot>, EachRowAxpy<Axpy>,
-                                                ExpSumInOrder, LogSumExp8};
+                                                ExpSum8, LogSumExp8};
 
 }  // namespace daisy::kernels::avx2
