@@ -18,6 +18,7 @@
 #include <random>
 
 #include "model/generator.h"
+#include "model/tensors.h"
 #include "kernels/quant/float_formats.h"
 #include "runtime/sampler.h"
 #include "testing/fixtures.h"
@@ -351,6 +352,57 @@ TEST(Stage, LongRopeFactorSetFollowsTheContext) {
   ExpectBitEqual(logits(200, 0), long_set, "capacity 200");
   // Room for speculation's rows beyond the context asked for does not change the set.
   ExpectBitEqual(logits(45, 32), short_set, "capacity 45 for a context of 32");
+}
+
+TEST(Stage, NoWeightIsReadFromTheFileAfterLoading) {
+  // Loading drops the file's cached pages (Model::Open), so anything the forward pass still read
+  // from the mapping would come back from the disk on the first prompt (norm vectors did: ~3 ms
+  // a layer here). Every vector and matrix a stage uses is in the model's own memory, for each
+  // family's optional tensors (biases, LongRoPE factors, Qwen 3's and Gemma's extra norms) and
+  // for quantised and float weights.
+  static daisy::testing::TempDir dir("stage-owned");
+  const std::vector<std::pair<std::string, daisy::testing::ModelSpec>> specs = {
+      {"llama q8_0 with biases", {.kv_heads = 2, .bias = true, .type = gguf::TensorType::kQ8_0, .seed = 3}},
+      {"qwen3 f16", {.arch = "qwen3", .kv_heads = 2, .type = gguf::TensorType::kF16, .seed = 4}},
+      {"phi3 LongRoPE f32", {.arch = "phi3", .kv_heads = 2, .longrope = 32, .type = gguf::TensorType::kF32, .seed = 9}},
+      {"gemma3 q4_K", {.shape = "small", .arch = "gemma3", .sliding_window = 4, .layers = 7, .tied = true,
+                       .type = gguf::TensorType::kQ4_K, .seed = 5}},
+  };
+  for (const auto& [what, spec] : specs) {
+    SCOPED_TRACE(what);
+    auto m = model::Model::Load(daisy::testing::MakeModel(spec, dir / (std::to_string(spec.seed) + ".gguf")));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const model::Model& model = **m;
+    std::vector<std::span<const uint8_t>> file;
+    for (const gguf::TensorInfo& t : model.reader().tensors()) file.push_back(model.reader().TensorData(t));
+    int checked = 0;
+    const auto expect_owned = [&](const void* p, std::string_view name) {
+      if (p == nullptr) return;
+      ++checked;
+      const auto* b = static_cast<const uint8_t*>(p);
+      for (const auto& f : file) {
+        EXPECT_FALSE(b >= f.data() && b < f.data() + f.size()) << name << " is read from the file's mapping";
+      }
+    };
+    const model::Weights& w = model.weights();
+    expect_owned(w.token_embd.data, "token_embd");
+    expect_owned(w.output.data, "output");
+    expect_owned(w.output_norm, "output_norm");
+    expect_owned(w.rope_freqs, "rope_freqs");
+    expect_owned(w.rope_long, "rope_long");
+    expect_owned(w.rope_short, "rope_short");
+    for (const model::LayerWeights& l : w.layers) {
+      for (const model::LayerTensor& t : model::LayerTensors(model.config())) {
+        if (t.vector != nullptr) expect_owned(l.*t.vector, t.name);
+        if (t.matrix != nullptr) expect_owned((l.*t.matrix).data, t.name);
+      }
+    }
+    EXPECT_GE(checked, 10);
+  }
+  // The tensors the specs asked for are there to be checked.
+  auto bias = model::Model::Load(dir / "3.gguf");
+  ASSERT_TRUE(bias.ok());
+  EXPECT_NE((*bias)->weights().layers[0].bq, nullptr);
 }
 
 struct Variant {
