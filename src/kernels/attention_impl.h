@@ -62,37 +62,51 @@ template <float (*kDot)(const float*, const float*, int64_t),
           WeightedRows kWeightedRows = EachRowAxpy<kAxpy>, double (*kExpSum)(float*, int64_t) = ExpSumInOrder>
 void AttentionWith(const AttentionArgs& a) {
   const int hd = a.head_dim;
-  const int64_t span = a.end - a.begin;
-  // Scores: keys in blocks of kKeyBlock, each block scored for every head of the group while it
-  // is in L1.
-  for (int32_t t0 = a.begin; t0 < a.end; t0 += kKeyBlock) {
-    const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, a.end - t0));
+  const int32_t last_end = a.end + a.rows - 1;
+  const int64_t stride = last_end - a.begin;  // each (row, head)'s scores: at most this many
+  const auto begin_of = [&](int i) { return a.window > 0 ? std::max(a.begin, a.end + i - a.window) : a.begin; };
+  const auto scores_of = [&](int i, int g) { return a.scores + (static_cast<int64_t>(i) * a.group + g) * stride; };
+  // Scores: keys in blocks of kKeyBlock, each block scored for every row and head while it is
+  // in L1. A score's bits depend on its query and key only, wherever the block starts.
+  for (int32_t t0 = a.begin; t0 < last_end; t0 += kKeyBlock) {
+    const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, last_end - t0));
     const float* keys[kKeyBlock];
     RowsAt(a, a.keys, t0, n, keys);
-    for (int g = 0; g < a.group; ++g) {
-      float dots[kKeyBlock];
-      kKeyDots(a.q + g * hd, keys, n, hd, dots);
-      float* s = a.scores + g * span + (t0 - a.begin);
-      for (int j = 0; j < n; ++j) s[j] = dots[j] * a.scale;
+    for (int i = 0; i < a.rows; ++i) {
+      const int32_t b = begin_of(i), lo = std::max(t0, b), hi = std::min(t0 + n, a.end + i);
+      if (lo >= hi) continue;
+      for (int g = 0; g < a.group; ++g) {
+        float dots[kKeyBlock];
+        kKeyDots(a.q + i * a.row_stride + g * hd, keys + (lo - t0), hi - lo, hd, dots);
+        float* s = scores_of(i, g) + (lo - b);
+        for (int j = 0; j < hi - lo; ++j) s[j] = dots[j] * a.scale;
+      }
     }
   }
-  // Softmax per head: exp(s - max), the denominator summed in double.
-  float inv[kMaxAttentionGroup];
-  for (int g = 0; g < a.group; ++g) {
-    inv[g] = static_cast<float>(1.0 / kExpSum(a.scores + g * span, span));
-    for (int i = 0; i < hd; ++i) a.out[g * hd + i] = 0.0f;
+  // Softmax per row and head: exp(s - max), the denominator summed in double.
+  float inv[kMaxAttentionRows * kMaxAttentionGroup];
+  for (int i = 0; i < a.rows; ++i) {
+    for (int g = 0; g < a.group; ++g) {
+      inv[i * a.group + g] = static_cast<float>(1.0 / kExpSum(scores_of(i, g), a.end + i - begin_of(i)));
+      float* out = a.out + i * a.row_stride + g * hd;
+      for (int k = 0; k < hd; ++k) out[k] = 0.0f;
+    }
   }
-  // Values in blocks of kKeyBlock positions, each block added into every head's output in
-  // position order.
-  for (int32_t t0 = a.begin; t0 < a.end; t0 += kKeyBlock) {
-    const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, a.end - t0));
+  // Values in blocks of kKeyBlock positions, each block added into every row's and head's
+  // output, in position order.
+  for (int32_t t0 = a.begin; t0 < last_end; t0 += kKeyBlock) {
+    const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, last_end - t0));
     const float* values[kKeyBlock];
     RowsAt(a, a.values, t0, n, values);
-    for (int g = 0; g < a.group; ++g) {
-      float p[kKeyBlock];
-      const float* s = a.scores + g * span + (t0 - a.begin);
-      for (int j = 0; j < n; ++j) p[j] = s[j] * inv[g];
-      kWeightedRows(p, values, n, hd, a.out + g * hd);
+    for (int i = 0; i < a.rows; ++i) {
+      const int32_t b = begin_of(i), lo = std::max(t0, b), hi = std::min(t0 + n, a.end + i);
+      if (lo >= hi) continue;
+      for (int g = 0; g < a.group; ++g) {
+        float p[kKeyBlock];
+        const float* s = scores_of(i, g) + (lo - b);
+        for (int j = 0; j < hi - lo; ++j) p[j] = s[j] * inv[i * a.group + g];
+        kWeightedRows(p, values + (lo - t0), hi - lo, hd, a.out + i * a.row_stride + g * hd);
+      }
     }
   }
 }

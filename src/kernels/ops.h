@@ -36,25 +36,34 @@ void RopeAngles(int32_t pos, int head_dim, float theta, const float* factors, fl
 // 10. Scalar code shared by every table (a table lookup does not vectorise usefully).
 void GeluMul(float* gate, const float* up, int64_t n);
 
-// One (row, KV head) of attention: the `group` query heads that share a KV head attend to the
-// positions [begin, end) of their sequence. Per head h of the group:
+// Attention for `rows` consecutive positions of one sequence and one KV head: the `group` query
+// heads of row i that share the KV head attend to the positions [begin_i, end_i) of their
+// sequence, end_i = end + i, begin_i = begin, or max(begin, end_i - window) with a window. Per
+// row and head h of the group:
 //   s_t = dot(q_h, k_t) * scale;  p_t = exp(s_t - max s) / sum p (the sum in double)
 //   out_h = sum_t p_t v_t  (accumulated in t order)
-// Each key and value is read once for the whole group.
+// Each key and value is read once for the whole group and all the rows (a long prompt's rows
+// would otherwise each stream the sequence's keys and values from the L3 cache); a row's bits
+// are those it gets alone (rows = 1).
 inline constexpr int kMaxAttentionGroup = 128;  // query heads per KV head, at most
+inline constexpr int kMaxAttentionRows = 16;    // rows of one call, at most
 struct AttentionArgs {
-  const float* q = nullptr;  // [group][head_dim]
-  float* out = nullptr;      // [group][head_dim]
+  const float* q = nullptr;  // row i: q + i * row_stride, [group][head_dim]
+  float* out = nullptr;      // row i: out + i * row_stride, [group][head_dim]
   int group = 1;
   int head_dim = 0;
   const float* keys = nullptr;    // key of position t at keys + t * kv_stride (or its ring slot)
   const float* values = nullptr;  // value of position t at values + t * kv_stride (or its ring slot)
   int64_t kv_stride = 0;
   int32_t ring = 0;  // > 0: position t is at slot t % ring (a sliding-window layer's ring)
-  int32_t begin = 0, end = 0;
+  int32_t begin = 0, end = 0;  // row 0's positions
+  int32_t window = 0;          // > 0: each row's positions start at most this far back
+  int rows = 1;                // 1 .. kMaxAttentionRows
+  int64_t row_stride = 0;
   float scale = 1.0f;
-  float* scores = nullptr;  // scratch: group * (end - begin) floats
+  float* scores = nullptr;  // scratch: AttentionScores(rows, group, end + rows - 1 - begin) floats
 };
+inline int64_t AttentionScores(int rows, int group, int64_t span) { return int64_t{rows} * group * span; }
 
 // Keys attention scores together (OpKernels::key_dots).
 inline constexpr int kKeyBlock = 16;

@@ -171,6 +171,67 @@ TEST(Ops, AttentionGroupsGiveEachHeadsOwnBits) {
   }
 }
 
+// Several consecutive rows of a sequence in one call (a prompt's rows): each row's bits are those
+// it gets alone, with and without a sliding window, in a ring, for 1 to kMaxAttentionRows rows
+// and start positions that put the rows anywhere in a block of keys.
+TEST(Ops, AttentionRowsGiveEachRowItsOwnBits) {
+  struct Case {
+    int group, head_dim, first_end, rows;
+    int32_t window, ring;
+  };
+  const Case cases[] = {{4, 64, 1, 16, 0, 0},  {2, 32, 5, 7, 0, 0},    {1, 16, 30, 16, 0, 0}, {3, 24, 17, 3, 0, 0},
+                        {4, 64, 40, 16, 9, 0}, {2, 80, 3, 12, 5, 0},   {4, 32, 50, 10, 8, 24}, {1, 64, 33, 16, 16, 48}};
+  for (const KernelTable* t : AllSupportedKernels()) {
+    for (const Case& c : cases) {
+      const std::string what = std::string(t->name) + " group " + std::to_string(c.group) + " hd " +
+                               std::to_string(c.head_dim) + " end " + std::to_string(c.first_end) + " rows " +
+                               std::to_string(c.rows) + " window " + std::to_string(c.window) + " ring " +
+                               std::to_string(c.ring);
+      const int32_t last_end = c.first_end + c.rows - 1;
+      const int64_t stride = 2 * c.head_dim;  // two KV heads a position; the case's is the second
+      const int64_t slots = c.ring > 0 ? c.ring : last_end;
+      const auto keys = Random(slots * stride, 16), values = Random(slots * stride, 17);
+      const int64_t row_stride = 2 * c.group * c.head_dim;  // rows' query heads of two KV heads
+      const auto q = Random(c.rows * row_stride, 18);
+      AttentionArgs a;
+      a.group = c.group;
+      a.head_dim = c.head_dim;
+      a.keys = keys.data() + c.head_dim;
+      a.values = values.data() + c.head_dim;
+      a.kv_stride = stride;
+      a.ring = c.ring;
+      a.scale = 0.3f;
+      const auto begin_of = [&](int32_t end) { return c.window > 0 ? std::max(0, end - c.window) : 0; };
+      std::vector<float> together(c.rows * row_stride, -7.f);
+      std::vector<float> scores(AttentionScores(c.rows, c.group, last_end));
+      AttentionArgs all = a;
+      all.q = q.data() + c.group * c.head_dim;
+      all.out = together.data() + c.group * c.head_dim;
+      all.end = c.first_end;
+      all.begin = begin_of(c.first_end);
+      all.window = c.window;
+      all.rows = c.rows;
+      all.row_stride = row_stride;
+      all.scores = scores.data();
+      t->ops.attention(all);
+      for (int i = 0; i < c.rows; ++i) {
+        std::vector<float> alone(c.group * c.head_dim, -9.f), own_scores(AttentionScores(1, c.group, last_end));
+        AttentionArgs one = a;
+        one.q = q.data() + i * row_stride + c.group * c.head_dim;
+        one.out = alone.data();
+        one.end = c.first_end + i;
+        one.begin = begin_of(one.end);
+        one.scores = own_scores.data();
+        t->ops.attention(one);
+        const auto got = together.begin() + i * row_stride + c.group * c.head_dim;
+        ExpectBits(alone, std::vector<float>(got, got + c.group * c.head_dim), what + " row " + std::to_string(i));
+        // The other KV head's outputs are not touched.
+        EXPECT_EQ(together[i * row_stride], -7.f) << what;
+      }
+    }
+  }
+}
+
 // Attention's key_dots: a score's bits are the same in every block position and block size (the
 // keys of a query come in blocks of 16 from its first position: a longer or shorter context, or
 // another start, puts a key elsewhere in its block). Each equals the table's dot up to rounding;

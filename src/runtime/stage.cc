@@ -53,8 +53,15 @@ Stage::Stage(const model::Model& model, const StageOptions& options,
   const int64_t widest = std::max<int64_t>({config_.d_model, config_.d_ff, q_dim_});
   // Room for three converted copies (q/k/v of different types share one input).
   act_.resize(3 * n * (kernels::ActRowBytes(kernels::WeightType::kF32, widest) + kActAlign) + kActAlign);
-  scores_.resize(static_cast<size_t>(pool_.size()) * (config_.n_heads / config_.n_kv_heads) *
-                 options_.seq_capacity);
+  // Attention takes up to kMaxAttentionRows consecutive rows of a sequence at a time (each key
+  // and value read once for all of them), as many as ~8 MiB of scores a thread allows.
+  const int group = config_.n_heads / config_.n_kv_heads;
+  constexpr int64_t kScoresBudget = int64_t{2} << 20;  // floats a thread
+  attention_rows_ = static_cast<int>(std::clamp<int64_t>(
+      kScoresBudget / kernels::AttentionScores(1, group, std::max(1, options_.seq_capacity)), 1, kernels::kMaxAttentionRows));
+  scores_.resize(static_cast<size_t>(pool_.size()) *
+                 kernels::AttentionScores(attention_rows_, group, options_.seq_capacity));
+  attention_chunks_.reserve(n);
   for (int l = options_.first_layer; l < options_.last_layer; ++l) {
     const RopeBase base{config_.layers[l].rope_theta, config_.layers[l].rope_freq_scale};
     const auto it = std::find(rope_bases_.begin(), rope_bases_.end(), base);
@@ -323,11 +330,21 @@ void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
   const float scale = config_.attn_q_scale != 0 ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
   const int32_t window = config_.layers[l].sliding_window;
   const KvCache& kv = kv_;
-  // One task per (row, KV head): the group of query heads sharing that KV head reads each of
-  // its keys and values once.
-  pool_.ParallelFor(static_cast<int64_t>(n) * config_.n_kv_heads, 1, [&](int thread, int64_t b, int64_t e) {
+  // Runs of up to attention_rows_ consecutive rows of one sequence.
+  attention_chunks_.clear();
+  for (int r = 0; r < n;) {
+    int len = 1;
+    while (r + len < n && len < attention_rows_ && rows[r + len].seq == rows[r].seq) ++len;
+    attention_chunks_.push_back({r, len});
+    r += len;
+  }
+  const int64_t scores_per_thread = kernels::AttentionScores(attention_rows_, group, options_.seq_capacity);
+  // One task per (chunk, KV head): the group of query heads sharing that KV head, for every row
+  // of the chunk, reads each of its keys and values once.
+  const int64_t tasks = static_cast<int64_t>(attention_chunks_.size()) * config_.n_kv_heads;
+  pool_.ParallelFor(tasks, 1, [&](int thread, int64_t b, int64_t e) {
     for (int64_t task = b; task < e; ++task) {
-      const int r = static_cast<int>(task / config_.n_kv_heads);
+      const auto [r, len] = attention_chunks_[task / config_.n_kv_heads];
       const int kvh = static_cast<int>(task % config_.n_kv_heads);
       kernels::AttentionArgs a;
       a.q = &q_[r * q_dim_ + kvh * group * hd];
@@ -340,8 +357,11 @@ void Stage::Attention(int l, std::span<const BatchRow> rows, int n) {
       a.ring = kv.IsRing(local) ? kv.Slots(local) : 0;
       a.end = rows[r].pos + 1;
       a.begin = window > 0 ? std::max(0, a.end - window) : 0;
+      a.window = window;
+      a.rows = len;
+      a.row_stride = q_dim_;
       a.scale = scale;
-      a.scores = &scores_[static_cast<size_t>(thread) * group * options_.seq_capacity];
+      a.scores = &scores_[static_cast<size_t>(thread) * scores_per_thread];
       kernels_.ops.attention(a);
     }
   });

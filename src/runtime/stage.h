@@ -105,7 +105,9 @@ class Stage {
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
   std::vector<float> fused_;           // a fused matrix's rows (Phi-3's q/k/v, gate/up) before the split
   std::vector<uint8_t> act_;           // converted activation rows
-  std::vector<float> scores_;          // [threads][group][seq_capacity] attention scratch
+  std::vector<float> scores_;          // [threads][attention_rows_][group][seq_capacity] attention scratch
+  int attention_rows_ = 1;             // consecutive rows of a sequence per attention call
+  std::vector<std::pair<int, int>> attention_chunks_;  // this forward's (first row, rows) per call
   std::vector<float> rope_;            // [bases][rows][head_dim] cos/sin of this forward's rows
   struct RopeBase {
     float theta, scale;
