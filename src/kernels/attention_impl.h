@@ -57,9 +57,27 @@ void EachRowAxpy(const float* p, const float* const* rows, int n, int64_t hd, fl
   for (int j = 0; j < n; ++j) kAxpy(p[j], rows[j], out, hd);
 }
 
+// Several WeightedRows over the same n rows, each set s with its own weights p[s] into its own
+// out[s] (a block of values for every row and head of a call): the bits of m WeightedRows calls.
+using WeightedSets = void (*)(const float* const* p, float* const* out, int m, const float* const* rows, int n,
+                              int64_t hd);
+template <WeightedRows kWeightedRows>
+void EachSetWeighted(const float* const* p, float* const* out, int m, const float* const* rows, int n, int64_t hd) {
+  for (int s = 0; s < m; ++s) kWeightedRows(p[s], rows, n, hd, out[s]);
+}
+
+// Several KeyDots of m queries q[s] against the same n keys into out[s]: the bits of m KeyDots
+// calls.
+using KeySets = void (*)(const float* const* q, float* const* out, int m, const float* const* keys, int n, int64_t hd);
+template <KeyDots kKeyDots>
+void EachKeySet(const float* const* q, float* const* out, int m, const float* const* keys, int n, int64_t hd) {
+  for (int s = 0; s < m; ++s) kKeyDots(q[s], keys, n, hd, out[s]);
+}
+
 template <float (*kDot)(const float*, const float*, int64_t),
           void (*kAxpy)(float, const float*, float*, int64_t), KeyDots kKeyDots = EachKeyDot<kDot>,
-          WeightedRows kWeightedRows = EachRowAxpy<kAxpy>, double (*kExpSum)(float*, int64_t) = ExpSumInOrder>
+          WeightedRows kWeightedRows = EachRowAxpy<kAxpy>, double (*kExpSum)(float*, int64_t) = ExpSumInOrder,
+          WeightedSets kWeightedSets = EachSetWeighted<kWeightedRows>, KeySets kKeySets = EachKeySet<kKeyDots>>
 void AttentionWith(const AttentionArgs& a) {
   const int hd = a.head_dim;
   const int32_t last_end = a.end + a.rows - 1;
@@ -67,21 +85,40 @@ void AttentionWith(const AttentionArgs& a) {
   const auto begin_of = [&](int i) { return a.window > 0 ? std::max(a.begin, a.end + i - a.window) : a.begin; };
   const auto scores_of = [&](int i, int g) { return a.scores + (static_cast<int64_t>(i) * a.group + g) * stride; };
   // Scores: keys in blocks of kKeyBlock, each block scored for every row and head while it is
-  // in L1. A score's bits depend on its query and key only, wherever the block starts.
+  // in L1 (the (row, head) pairs it serves whole together, up to kSets at a time). A score's bits
+  // depend on its query and key only, wherever the block starts.
+  constexpr int kSets = 32;
+  const float* q_of[kSets];
+  float* s_of[kSets];
   for (int32_t t0 = a.begin; t0 < last_end; t0 += kKeyBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, last_end - t0));
     const float* keys[kKeyBlock];
     RowsAt(a, a.keys, t0, n, keys);
+    int m = 0;
+    const auto flush = [&] {
+      kKeySets(q_of, s_of, m, keys, n, hd);
+      for (int k = 0; k < m; ++k) {
+        for (int j = 0; j < n; ++j) s_of[k][j] *= a.scale;
+      }
+      m = 0;
+    };
     for (int i = 0; i < a.rows; ++i) {
       const int32_t b = begin_of(i), lo = std::max(t0, b), hi = std::min(t0 + n, a.end + i);
       if (lo >= hi) continue;
       for (int g = 0; g < a.group; ++g) {
-        float dots[kKeyBlock];
-        kKeyDots(a.q + i * a.row_stride + g * hd, keys + (lo - t0), hi - lo, hd, dots);
+        const float* q = a.q + i * a.row_stride + g * hd;
         float* s = scores_of(i, g) + (lo - b);
-        for (int j = 0; j < hi - lo; ++j) s[j] = dots[j] * a.scale;
+        if (lo != t0 || hi != t0 + n) {  // part of the block: on its own
+          kKeyDots(q, keys + (lo - t0), hi - lo, hd, s);
+          for (int j = 0; j < hi - lo; ++j) s[j] *= a.scale;
+          continue;
+        }
+        q_of[m] = q;
+        s_of[m] = s;
+        if (++m == kSets) flush();
       }
     }
+    if (m > 0) flush();
   }
   // Softmax per row and head: exp(s - max), the denominator summed in double.
   float inv[kMaxAttentionRows * kMaxAttentionGroup];
@@ -93,21 +130,39 @@ void AttentionWith(const AttentionArgs& a) {
     }
   }
   // Values in blocks of kKeyBlock positions, each block added into every row's and head's
-  // output, in position order.
+  // output, in position order; the (row, head) pairs a block serves whole go together, up to
+  // kSets at a time.
+  alignas(64) float p[kSets][kKeyBlock];
+  const float* p_of[kSets];
+  float* out_of[kSets];
   for (int32_t t0 = a.begin; t0 < last_end; t0 += kKeyBlock) {
     const int n = static_cast<int>(std::min<int64_t>(kKeyBlock, last_end - t0));
     const float* values[kKeyBlock];
     RowsAt(a, a.values, t0, n, values);
+    int m = 0;
     for (int i = 0; i < a.rows; ++i) {
       const int32_t b = begin_of(i), lo = std::max(t0, b), hi = std::min(t0 + n, a.end + i);
       if (lo >= hi) continue;
       for (int g = 0; g < a.group; ++g) {
-        float p[kKeyBlock];
         const float* s = scores_of(i, g) + (lo - b);
-        for (int j = 0; j < hi - lo; ++j) p[j] = s[j] * inv[i * a.group + g];
-        kWeightedRows(p, values + (lo - t0), hi - lo, hd, a.out + i * a.row_stride + g * hd);
+        float* out = a.out + i * a.row_stride + g * hd;
+        const float w = inv[i * a.group + g];
+        if (lo != t0 || hi != t0 + n) {  // part of the block: on its own
+          float part[kKeyBlock];
+          for (int j = 0; j < hi - lo; ++j) part[j] = s[j] * w;
+          kWeightedRows(part, values + (lo - t0), hi - lo, hd, out);
+          continue;
+        }
+        for (int j = 0; j < n; ++j) p[m][j] = s[j] * w;
+        p_of[m] = p[m];
+        out_of[m] = out;
+        if (++m == kSets) {
+          kWeightedSets(p_of, out_of, m, values, n, hd);
+          m = 0;
+        }
       }
     }
+    if (m > 0) kWeightedSets(p_of, out_of, m, values, n, hd);
   }
 }
 

@@ -131,27 +131,38 @@ void Axpy(float a, const float* x, float* y, int64_t n) {
   }
 }
 
-// Sixteen dots at once (attention's KeyDots): each key's lane sequence is Dot's (one
-// accumulator, fused multiply-adds in order, the same masked tail), then the sixteen accumulators
-// are summed across lanes together, pairing lanes as Dot's _mm512_reduce_add_ps does with GCC
-// (i + 8, then i + 4, i + 2, i + 1), by shuffles that keep each key's sums apart. A score's bits
-// depend only on its query and key; one horizontal sum per 16 keys instead of per key.
-void KeyDots16(const float* q, const float* const* keys, int n, int64_t hd, float* out) {
-  const float* k[kKeyBlock];
-  for (int j = 0; j < kKeyBlock; ++j) k[j] = keys[j < n ? j : 0];
-  __m512 acc[kKeyBlock];
-  for (int j = 0; j < kKeyBlock; ++j) acc[j] = _mm512_setzero_ps();
+// Sixteen dots at once (attention's KeyDots): each (query, key) pair's lane sequence is Dot's
+// (LaneDots16: one accumulator, fused multiply-adds in order, the same masked tail), then the
+// sixteen accumulators are summed across lanes together, pairing lanes as Dot's
+// _mm512_reduce_add_ps does with GCC (i + 8, then i + 4, i + 2, i + 1), by shuffles that keep
+// each pair's sums apart (SumEach16). A score's bits depend only on its query and key; one
+// horizontal sum per 16 scores instead of per score.
+//
+// acc[j] = query . k[j] lane by lane over hd floats, for 16 (query, key) pairs: lane l gets
+// elements l, l + 16, ... in order (fused), as in Dot.
+template <int kQueries>  // 1 or 2: pair j has query q[j * kQueries / 16]
+inline void LaneDots16(const float* const* q, const float* const* k, int64_t hd, __m512 (&acc)[16]) {
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= hd; i += 16) {
-    const __m512 qv = _mm512_loadu_ps(q + i);
-    for (int j = 0; j < kKeyBlock; ++j) acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k[j] + i), acc[j]);
+    __m512 qv[kQueries];
+    for (int t = 0; t < kQueries; ++t) qv[t] = _mm512_loadu_ps(q[t] + i);
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(qv[j * kQueries / 16], _mm512_loadu_ps(k[j] + i), acc[j]);
   }
   if (i < hd) {
     const __mmask16 m = Tail(hd - i);
-    const __m512 qv = _mm512_maskz_loadu_ps(m, q + i);
-    for (int j = 0; j < kKeyBlock; ++j) acc[j] = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k[j] + i), acc[j]);
+    __m512 qv[kQueries];
+    for (int t = 0; t < kQueries; ++t) qv[t] = _mm512_maskz_loadu_ps(m, q[t] + i);
+    for (int j = 0; j < 16; ++j) {
+      acc[j] = _mm512_fmadd_ps(qv[j * kQueries / 16], _mm512_maskz_loadu_ps(m, k[j] + i), acc[j]);
+    }
   }
-  // Lane i + lane i + 8: keys j and j + 8 share a vector, [b_j | b_j+8] (8 lanes each).
+}
+
+// Lane j of the result: acc[j]'s lanes summed in _mm512_reduce_add_ps's tree (i + 8, + 4, + 2,
+// + 1), the 16 sums transposed together.
+inline __m512 SumEach16(const __m512 (&acc)[16]) {
+  // Lane i + lane i + 8: sums j and j + 8 share a vector, [b_j | b_j+8] (8 lanes each).
   __m512 b[8];
   for (int j = 0; j < 8; ++j) {
     b[j] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[j], acc[j + 8], _MM_SHUFFLE(1, 0, 1, 0)),
@@ -169,13 +180,39 @@ void KeyDots16(const float* q, const float* const* keys, int n, int64_t hd, floa
     d[j] = _mm512_add_ps(_mm512_shuffle_ps(c[j], c[j + 2], _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm512_shuffle_ps(c[j], c[j + 2], _MM_SHUFFLE(3, 2, 3, 2)));
   }
-  // + lane i + 1: per 128-bit lane the sums of keys (0, 2, 1, 3) + 8 (lane 1), + 4 (lane 2), + 12.
+  // + lane i + 1: per 128-bit lane the sums (0, 2, 1, 3) + 8 (lane 1), + 4 (lane 2), + 12.
   const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
-  alignas(64) float all[kKeyBlock];
-  _mm512_store_ps(all, _mm512_permutexvar_ps(order, e));
-  for (int j = 0; j < n; ++j) out[j] = all[j];
+  return _mm512_permutexvar_ps(order, e);
+}
+
+void KeyDots16(const float* q, const float* const* keys, int n, int64_t hd, float* out) {
+  const float* k[kKeyBlock];
+  for (int j = 0; j < kKeyBlock; ++j) k[j] = keys[j < n ? j : 0];
+  __m512 acc[kKeyBlock];
+  LaneDots16<1>(&q, k, hd, acc);
+  _mm512_mask_storeu_ps(out, Tail(n), SumEach16(acc));
+}
+
+// KeyDots16 for several queries against the same keys: two queries at a time, eight keys each
+// pass, so each key piece is loaded once for both; every score the bits KeyDots16 gives it.
+void KeySets16(const float* const* q, float* const* out, int m, const float* const* keys, int n, int64_t hd) {
+  int s = 0;
+  for (; s + 2 <= m; s += 2) {
+    for (int base = 0; base < n; base += 8) {
+      const int kn = std::min(8, n - base);
+      const float* k[16];
+      for (int j = 0; j < 8; ++j) k[j] = k[j + 8] = keys[base + (j < kn ? j : 0)];
+      __m512 acc[16];
+      LaneDots16<2>(q + s, k, hd, acc);
+      const __m512 r = SumEach16(acc);
+      const __mmask8 keep = static_cast<__mmask8>((1u << kn) - 1);
+      _mm256_mask_storeu_ps(out[s] + base, keep, _mm512_castps512_ps256(r));
+      _mm256_mask_storeu_ps(out[s + 1] + base, keep, _mm512_extractf32x8_ps(r, 1));
+    }
+  }
+  if (s < m) KeyDots16(q[s], keys, n, hd, out[s]);
 }
 
 // Axpy over up to 16 rows with each 16-float piece of `out` kept in a register across them: the
@@ -193,6 +230,37 @@ void WeightedRows16(const float* p, const float* const* rows, int n, int64_t hd,
     __m512 acc = _mm512_maskz_loadu_ps(m, out + i);
     for (int j = 0; j < n; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, rows[j] + i), acc);
     _mm512_mask_storeu_ps(out + i, m, acc);
+  }
+}
+
+// WeightedRows16 for kG sets at once over the same rows: each row's piece loaded once for all of
+// them; each set's fused multiply-adds in the same order as WeightedRows16's (the same bits).
+template <int kG>
+void WeightedSetsOf(const float* const* p, float* const* out, const float* const* rows, int n, int64_t hd) {
+  for (int64_t i = 0; i < hd; i += 16) {
+    const __mmask16 m = hd - i >= 16 ? static_cast<__mmask16>(0xffff) : Tail(hd - i);
+    __m512 acc[kG];
+    for (int g = 0; g < kG; ++g) acc[g] = _mm512_maskz_loadu_ps(m, out[g] + i);
+    for (int j = 0; j < n; ++j) {
+      const __m512 v = _mm512_maskz_loadu_ps(m, rows[j] + i);
+      for (int g = 0; g < kG; ++g) acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[g][j]), v, acc[g]);
+    }
+    for (int g = 0; g < kG; ++g) _mm512_mask_storeu_ps(out[g] + i, m, acc[g]);
+  }
+}
+
+void WeightedSets16(const float* const* p, float* const* out, int m, const float* const* rows, int n, int64_t hd) {
+  int s = 0;
+  for (; s + 8 <= m; s += 8) WeightedSetsOf<8>(p + s, out + s, rows, n, hd);
+  switch (m - s) {
+    case 7: WeightedSetsOf<7>(p + s, out + s, rows, n, hd); break;
+    case 6: WeightedSetsOf<6>(p + s, out + s, rows, n, hd); break;
+    case 5: WeightedSetsOf<5>(p + s, out + s, rows, n, hd); break;
+    case 4: WeightedSetsOf<4>(p + s, out + s, rows, n, hd); break;
+    case 3: WeightedSetsOf<3>(p + s, out + s, rows, n, hd); break;
+    case 2: WeightedSetsOf<2>(p + s, out + s, rows, n, hd); break;
+    case 1: WeightedSetsOf<1>(p + s, out + s, rows, n, hd); break;
+    default: break;
   }
 }
 
@@ -271,7 +339,7 @@ double LogSumExp16(const float* x, int64_t n) {
 }
 
 void Attention(const AttentionArgs& args) {
-  AttentionWith<Dot, Axpy, KeyDots16, WeightedRows16, ExpSum16>(args);
+  AttentionWith<Dot, Axpy, KeyDots16, WeightedRows16, ExpSum16, WeightedSets16, KeySets16>(args);
 }
 
 }  // namespace
