@@ -210,8 +210,74 @@ double LogSumExp8(const float* x, int64_t n) {
   return static_cast<double>(max) + std::log(ExpSumFrom(x, n, max, [](int64_t, __m256) {}));
 }
 
+// Dot of kQ queries with each of n keys, each key piece loaded once for all of them: every score
+// the bits Dot gives it (its 8 lanes, the horizontal sum, the unfused tail).
+template <int kQ>
+void KeyDotsOf(const float* const* q, float* const* out, const float* const* keys, int n, int64_t hd) {
+  for (int j = 0; j < n; ++j) {
+    __m256 acc[kQ];
+    for (int t = 0; t < kQ; ++t) acc[t] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= hd; i += 8) {
+      const __m256 k = _mm256_loadu_ps(keys[j] + i);
+      for (int t = 0; t < kQ; ++t) acc[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q[t] + i), k, acc[t]);
+    }
+    for (int t = 0; t < kQ; ++t) {
+      float sum = HorizontalSum(acc[t]);
+      for (int64_t e = i; e < hd; ++e) sum += q[t][e] * keys[j][e];
+      out[t][j] = sum;
+    }
+  }
+}
+
+// attention_impl.h's KeySets: four queries at a time.
+void KeySets8(const float* const* q, float* const* out, int m, const float* const* keys, int n, int64_t hd) {
+  int s = 0;
+  for (; s + 4 <= m; s += 4) KeyDotsOf<4>(q + s, out + s, keys, n, hd);
+  switch (m - s) {
+    case 3: KeyDotsOf<3>(q + s, out + s, keys, n, hd); break;
+    case 2: KeyDotsOf<2>(q + s, out + s, keys, n, hd); break;
+    case 1: KeyDotsOf<1>(q + s, out + s, keys, n, hd); break;
+    default: break;
+  }
+}
+
+// n Axpy calls for each of kG sets over the same rows, each row piece loaded once for all of them
+// and each set's piece kept in a register across the rows: the same fused multiply-adds in the
+// same order (the same bits), the tail as Axpy's std::fma.
+template <int kG>
+void WeightedSetsOf(const float* const* p, float* const* out, const float* const* rows, int n, int64_t hd) {
+  int64_t i = 0;
+  for (; i + 8 <= hd; i += 8) {
+    __m256 acc[kG];
+    for (int g = 0; g < kG; ++g) acc[g] = _mm256_loadu_ps(out[g] + i);
+    for (int j = 0; j < n; ++j) {
+      const __m256 v = _mm256_loadu_ps(rows[j] + i);
+      for (int g = 0; g < kG; ++g) acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(p[g][j]), v, acc[g]);
+    }
+    for (int g = 0; g < kG; ++g) _mm256_storeu_ps(out[g] + i, acc[g]);
+  }
+  for (; i < hd; ++i) {
+    for (int g = 0; g < kG; ++g) {
+      for (int j = 0; j < n; ++j) out[g][i] = std::fma(p[g][j], rows[j][i], out[g][i]);
+    }
+  }
+}
+
+// attention_impl.h's WeightedSets: four sets at a time.
+void WeightedSets8(const float* const* p, float* const* out, int m, const float* const* rows, int n, int64_t hd) {
+  int s = 0;
+  for (; s + 4 <= m; s += 4) WeightedSetsOf<4>(p + s, out + s, rows, n, hd);
+  switch (m - s) {
+    case 3: WeightedSetsOf<3>(p + s, out + s, rows, n, hd); break;
+    case 2: WeightedSetsOf<2>(p + s, out + s, rows, n, hd); break;
+    case 1: WeightedSetsOf<1>(p + s, out + s, rows, n, hd); break;
+    default: break;
+  }
+}
+
 void Attention(const AttentionArgs& args) {
-  AttentionWith<Dot, Axpy, EachKeyDot<Dot>, EachRowAxpy<Axpy>, ExpSum8>(args);
+  AttentionWith<Dot, Axpy, EachKeyDot<Dot>, EachRowAxpy<Axpy>, ExpSum8, WeightedSets8, KeySets8>(args);
 }
 
 }  // namespace
