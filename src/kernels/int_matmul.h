@@ -32,6 +32,14 @@ inline void PrefetchLines(const void* p) {
 // 5 only).
 // DAISY_PREFETCH_FLOAT_ROWS=0|1 overrides, for measuring. Decided once.
 bool PrefetchFloatRows();
+// Whether the AVX-512 table multiplies bf16 weights with AVX512-BF16's vdpbf16ps (a pair of
+// bf16 products a lane, 32 weights an instruction: the activations of bf16 weights are already
+// rounded to bf16, ActType::kBF16Rounded, so they convert exactly) rather than widening each
+// weight to a float for vfmadd: when the CPU has AVX512-BF16 (AMD from Zen 4, Intel from
+// Cooper Lake and Sapphire Rapids). A product's bits differ between the two (a pair's products
+// are added before the accumulator, and the instruction flushes denormals), never between rows
+// or tiles. DAISY_BF16_DOTS=0 turns it off (the other path's tests). Decided once.
+bool Bf16Dots();
 // Overrides both decisions above from now on: 0 off, 1 on, -1 back to the CPU's (the kernel
 // benchmark's --prefetch-ab alternates them inside one process: on a host whose speed swings
 // between runs, only variants taking turns in one run can be compared).

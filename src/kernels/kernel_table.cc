@@ -249,6 +249,19 @@ bool PrefetchFloatRows() {
   return on;
 }
 
+bool Bf16Dots() {
+  static const bool on = [] {
+    const char* forced = std::getenv("DAISY_BF16_DOTS");
+    if (forced != nullptr && std::strcmp(forced, "0") == 0) return false;
+#if defined(__x86_64__)
+    return HasAvx512() && __builtin_cpu_supports("avx512bf16");
+#else
+    return false;
+#endif
+  }();
+  return on;
+}
+
 namespace {
 
 std::string Trimmed(const std::string& s) {

@@ -1,5 +1,6 @@
 // AVX-512 (F, BW, VL, DQ) + VNNI kernels. Compiled with those flags; called only on CPUs that
-// have them.
+// have them. The bf16 tile (BTile) also needs AVX512-BF16: a target attribute of its own, called
+// only when Bf16Dots() says the CPU has it.
 //
 // Quantised dots take two 32-element blocks per 512-bit register: VNNI's vpdpbusd multiplies
 // unsigned weight bytes by signed activation bytes and adds each 4-element group into an int32
@@ -202,6 +203,48 @@ void FTile(const WeightMatrix& w, const float* const* x, int64_t o0, float* y, s
   }
 }
 
+// bf16 weights with AVX512-BF16 (Bf16Dots): kRO weight rows against kRX activation rows, 32
+// columns a step. vdpbf16ps adds to lane i the products of columns 2i and 2i + 1 (exact in
+// float: 8-bit significands), summed first; the activations, already bf16 values, are packed
+// to bf16 without rounding. Per lane the same sequence whatever kRO and kRX (batch invariance).
+template <int kRO, int kRX, bool kPrefetch = false>
+__attribute__((target("avx512bf16"))) void BTile(const WeightMatrix& w, const float* const* x, int64_t o0,
+                                                 float* y, size_t y_stride, int r0) {
+  const int64_t n = w.cols;
+  const uint16_t* wd = static_cast<const uint16_t*>(w.data);
+  __m512 acc[kRO][kRX];
+  for (int i = 0; i < kRO; ++i) {
+    for (int j = 0; j < kRX; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < n; k += 32) {
+    if constexpr (kPrefetch) {
+      for (int i = 0; i < kRO; ++i) _mm_prefetch(reinterpret_cast<const char*>(wd + (o0 + kRO + i) * n + k), _MM_HINT_T0);
+    }
+    __m512bh xb[kRX];
+    for (int j = 0; j < kRX; ++j) {
+      xb[j] = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x[j] + k + 16), _mm512_loadu_ps(x[j] + k));
+    }
+    for (int i = 0; i < kRO; ++i) {
+      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wd + (o0 + i) * n + k));
+      for (int j = 0; j < kRX; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, xb[j]);
+    }
+  }
+  for (int i = 0; i < kRO; ++i) {
+    for (int j = 0; j < kRX; ++j) y[(r0 + j) * y_stride + o0 + i] = _mm512_reduce_add_ps(acc[i][j]);
+  }
+}
+
+template <int kRX>
+void BRows(const WeightMatrix& w, const float* const* x, int r0, float* y, size_t y_stride, int64_t ob,
+           int64_t oe, bool prefetch) {
+  int64_t o = ob;
+  if (prefetch) {
+    for (; o + 4 <= oe; o += 4) BTile<4, kRX, true>(w, x, o, y, y_stride, r0);
+  }
+  for (; o + 4 <= oe; o += 4) BTile<4, kRX>(w, x, o, y, y_stride, r0);
+  for (; o < oe; ++o) BTile<1, kRX>(w, x, o, y, y_stride, r0);
+}
+
 template <WeightType kType, int kRX>
 void FRows(const WeightMatrix& w, const float* const* x, int r0, float* y, size_t y_stride,
            int64_t ob, int64_t oe, bool prefetch) {
@@ -218,6 +261,7 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
              size_t y_stride, int64_t o_begin, int64_t o_end) {
   constexpr int64_t kOBlock = 32;
   const bool prefetch = PrefetchFloatRows();
+  const bool bf16_dots = kType == WeightType::kBF16 && Bf16Dots();
   for (int64_t ob = o_begin; ob < o_end; ob += kOBlock) {
     const int64_t oe = ob + kOBlock < o_end ? ob + kOBlock : o_end;
     for (int r = 0; r < n_rows; r += 4) {
@@ -227,6 +271,17 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       for (int j = 0; j < n; ++j) {
         x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(act) +
                                               (r + j) * act_stride);
+      }
+      if constexpr (kType == WeightType::kBF16) {
+        if (bf16_dots) {
+          switch (n) {
+            case 4: BRows<4>(w, x, r, y, y_stride, ob, oe, pf); break;
+            case 3: BRows<3>(w, x, r, y, y_stride, ob, oe, pf); break;
+            case 2: BRows<2>(w, x, r, y, y_stride, ob, oe, pf); break;
+            default: BRows<1>(w, x, r, y, y_stride, ob, oe, pf); break;
+          }
+          continue;
+        }
       }
       switch (n) {
         case 4: FRows<kType, 4>(w, x, r, y, y_stride, ob, oe, pf); break;
