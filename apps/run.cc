@@ -142,6 +142,7 @@ int Run(const RunFlags& f) {
                         {"wire", f.workers.empty() ? "none" : f.wire},
                         {"wire_bytes_sent", (*pipe)->wire_bytes_sent()},
                         {"kernels", l.kernels->name},
+                        {"kernel_choices", kernels::KernelChoices(*l.kernels)},
                         {"cpu", kernels::CpuModel()},
                         {"huge_page_bytes", HugePageBytes()},
                         {"peak_rss_bytes", PeakRssBytes()},

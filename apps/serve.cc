@@ -114,6 +114,9 @@ int Serve(const ServeFlags& f) {
   if (!chat.ok() && !f.chat_template.empty()) return Fail(chat.status().message());
   ho.kernels = l.kernels->name;
   ho.cpu = kernels::CpuModel();
+  for (const std::string& c : kernels::KernelChoices(*l.kernels)) {
+    ho.kernel_choices += (ho.kernel_choices.empty() ? "" : ",") + c;
+  }
   auto server = serve::HttpServer::Start(ho, scheduler, tok, std::move(chat));
   if (!server.ok()) return Fail(server.status().message());
   if (api_key.empty()) {
@@ -123,6 +126,7 @@ int Serve(const ServeFlags& f) {
                           {"model", ho.model_name},   {"stages", stages},
                           {"micro_batches", so.micro_batches}, {"max_seqs", so.max_seqs},
                           {"ctx", ctx},               {"kernels", l.kernels->name},
+                          {"kernel_choices", kernels::KernelChoices(*l.kernels)},
                           {"cpu", ho.cpu},
                           {"huge_page_bytes", HugePageBytes()},
                           {"speculative", f.spec.lookup ? "lookup" : f.spec.draft.empty() ? "off" : "draft"}};

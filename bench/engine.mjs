@@ -70,7 +70,7 @@ function runOurs(file, threads, which = bin) {
                              "--ignore-eos", "--threads", String(threads), "--json",
                              ...(kernels ? ["--kernels", kernels] : [])]);
   const j = lastJsonLine(out);
-  return {prompt: j.prompt_tok_s, decode: j.decode_tok_s, ids: j.ids, kernels: j.kernels};
+  return {prompt: j.prompt_tok_s, decode: j.decode_tok_s, ids: j.ids, kernels: j.kernels, choices: j.kernel_choices};
 }
 
 async function runLlama(llama, file, threads) {
@@ -104,7 +104,7 @@ async function loadLlama() {
 }
 
 const llama = withLlama ? await loadLlama() : null;
-let daisyKernels = null;
+let daisyKernels = null, daisyChoices = null;
 const rows = [];
 const bw = [];
 for (const name of models) {
@@ -123,7 +123,7 @@ for (const name of models) {
                                                                                : await runLlama(llama, file, threads);
         if (res.ids && ids && JSON.stringify(res.ids) !== JSON.stringify(ids)) throw new Error(`${name}: the --ab build's ids differ`);
         if (res.ids) ids = res.ids;
-        if (res.kernels) daisyKernels = res.kernels;
+        if (side === "daisy" && res.kernels) [daisyKernels, daisyChoices] = [res.kernels, res.choices];
         const dst = side === "daisy" ? d : side === "ab" ? o : l;
         dst.prompt.push(res.prompt);
         dst.decode.push(res.decode);
@@ -150,6 +150,6 @@ for (const name of models) {
 }
 const key = (k) => stats(bw.map(b => b[k]));
 console.log(JSON.stringify({bench: "engine", prompt_tokens: promptLen, generated_tokens: genLen, rounds,
-                            daisy_kernels: daisyKernels, llamacpp_cpu_variant: llamaCpu ?? "ggml's best for this CPU",
+                            daisy_kernels: daisyKernels, daisy_kernel_choices: daisyChoices, llamacpp_cpu_variant: llamaCpu ?? "ggml's best for this CPU",
                             machine_read_gb_s: {one_thread: key("read_gb_s_1thread"), two_threads: key("read_gb_s_2threads")},
                             rows}));

@@ -262,6 +262,16 @@ bool Bf16Dots() {
   return on;
 }
 
+std::vector<std::string> KernelChoices(const KernelTable& table) {
+  std::vector<std::string> out;
+  const std::string name = table.name;
+  if (name == "scalar") return out;
+  if ((name == "avx512" || name == "amx") && Bf16Dots()) out.emplace_back("bf16-dots");
+  if (PrefetchSmallTiles()) out.emplace_back("prefetch-small-tiles");
+  if (PrefetchFloatRows()) out.emplace_back("prefetch-float-rows");
+  return out;
+}
+
 namespace {
 
 std::string Trimmed(const std::string& s) {

@@ -77,6 +77,10 @@ const KernelTable* FindKernels(const char* name);
 // reported with the kernels by `run --json`, serve's ready line and /metrics: speeds differ by
 // host, and a result names the host it was measured on.
 std::string CpuModel();
+// The run-time choices a table's kernels make on this CPU (int_matmul.h), by name, for reports
+// beside the table's name: "bf16-dots" (Bf16Dots: the bits of bf16 products differ with it),
+// "prefetch-small-tiles", "prefetch-float-rows". Empty for the scalar table.
+std::vector<std::string> KernelChoices(const KernelTable& table);
 // Every set this build has, supported here or not (tests check each is complete).
 std::vector<KernelSet> AllKernelSets();
 

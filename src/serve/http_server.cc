@@ -113,7 +113,7 @@ void HttpServer::Routes() {
   }, quick);
   srv.Route("GET", "/metrics", [this](const http::Request&, http::Response& res) {
     res.content_type = "text/plain; version=0.0.4";
-    res.body = RenderMetrics(scheduler_.metrics(), *counters_, o_.stages, &server_->stats(), {o_.kernels, o_.cpu});
+    res.body = RenderMetrics(scheduler_.metrics(), *counters_, o_.stages, &server_->stats(), {o_.kernels, o_.cpu, o_.kernel_choices});
   }, quick);
   srv.Route("POST", "/v1/completions", [this](const http::Request& req, http::Response& res) { Complete(req, res, false); });
   srv.Route("POST", "/v1/chat/completions",

@@ -31,6 +31,7 @@ struct HttpOptions {
   int threads = 64;      // completions handled at once (streams hold one each)
   int stages = 1;        // for /metrics
   std::string kernels, cpu;  // for /metrics: the kernel table and the CPU's model name
+  std::string kernel_choices;  // for /metrics: the table's run-time choices, comma-separated
   // Open connections, idle ones included (they cost no thread); past it a client gets 503.
   size_t max_connections = 4096;
   // Deadlines for a request to arrive whole (headers, then body) and for an idle keep-alive

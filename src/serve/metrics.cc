@@ -70,9 +70,12 @@ std::string RenderMetrics(const coord::SchedulerMetrics& m, HttpCounters& c, int
          sample("daisy_http_errors_total", static_cast<double>(c.not_found), "{status=\"404\"}") +
              sample("daisy_http_errors_total", static_cast<double>(c.too_busy), "{status=\"429\"}") +
              sample("daisy_http_errors_total", static_cast<double>(c.failed), "{status=\"5xx\"}"));
-  metric("daisy_host_info", "gauge", "Where this server computes: its kernel table and CPU model (always 1).",
+  metric("daisy_host_info", "gauge",
+         "Where this server computes: its kernel table, the table's run-time choices on this CPU, and the CPU "
+         "model (always 1).",
          sample("daisy_host_info", 1,
-                StrFormat("{kernels=\"%s\",cpu=\"%s\"}", LabelValue(host.kernels).c_str(), LabelValue(host.cpu).c_str())));
+                StrFormat("{kernels=\"%s\",kernel_choices=\"%s\",cpu=\"%s\"}", LabelValue(host.kernels).c_str(),
+                          LabelValue(host.kernel_choices).c_str(), LabelValue(host.cpu).c_str())));
   metric("daisy_prompt_tokens_total", "counter", "Prompt tokens read.", sample("daisy_prompt_tokens_total", static_cast<double>(m.prompt_tokens)));
   metric("daisy_generated_tokens_total", "counter", "Tokens generated.", sample("daisy_generated_tokens_total", static_cast<double>(m.generated_tokens)));
   metric("daisy_generated_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.",

@@ -28,6 +28,7 @@ struct HttpCounters {
 // Where the server runs: the kernel table and the CPU (daisy_host_info's labels).
 struct HostInfo {
   std::string kernels, cpu;
+  std::string kernel_choices;  // kernels::KernelChoices, comma-separated
 };
 
 // `conn`: the HTTP layer's connection counters, when there is one.

@@ -118,6 +118,18 @@ test("run generates, streams, reports speeds, and is reproducible", () => {
     const os = cpuName[1].trim();
     assert.ok(g.cpu === os || (g.cpu.startsWith(`${os} (cpuid: `) && g.cpu.endsWith(")")), g.cpu);
   } else assert.ok(typeof g.cpu === "string" && g.cpu.length > 0, g.cpu);
+  // The table's run-time choices: bf16 products through vdpbf16ps exactly where the AVX-512
+  // table runs on a CPU with AVX512-BF16, unless DAISY_BF16_DOTS=0 says no.
+  assert.ok(Array.isArray(g.kernel_choices), JSON.stringify(g));
+  const bf16Cpu = /^flags\s*:.*\bavx512_bf16\b/m.test(cpuinfo);
+  assert.equal(g.kernel_choices.includes("bf16-dots"), bf16Cpu && ["avx512", "amx"].includes(g.kernels),
+               JSON.stringify(g.kernel_choices));
+  const noDots = run(["run", "-m", model, "--ids", "72,101,108", "-n", "2", "--json"], undefined, 300000,
+                     {DAISY_BF16_DOTS: "0"});
+  assert.equal(noDots.code, 0, noDots.err);
+  assert.ok(!lastJson(noDots.out).kernel_choices.includes("bf16-dots"), noDots.out);
+  assert.deepEqual(lastJson(run(["run", "-m", model, "--ids", "72", "-n", "1", "--kernels", "scalar", "--json"]).out)
+                       .kernel_choices, []);
   assert.match(greedy.err, /prompt 3 tokens, [\d.]+ tok\/s; generated 12 tokens/);
   // The same greedy ids with every kernel table and thread count (within one table the bits
   // are batch- and thread-invariant; across tables only near-ties could differ, and this

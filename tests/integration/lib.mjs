@@ -48,8 +48,9 @@ export function harness(name) {
   };
   // Runs daisy to completion, for at most `timeout` ms (then it is killed and the result says
   // so): a command that should fail but serves instead must not hang the suite.
-  const run = (args, input, timeout = 300000) => {
-    const r = spawnSync(daisy, args, {input, encoding: "utf8", maxBuffer: 1 << 28, timeout, killSignal: "SIGKILL"});
+  const run = (args, input, timeout = 300000, env = {}) => {
+    const r = spawnSync(daisy, args, {input, encoding: "utf8", maxBuffer: 1 << 28, timeout, killSignal: "SIGKILL",
+                                      env: {...process.env, ...env}});
     const err = r.error?.code === "ETIMEDOUT" ? `${r.stderr}\n[killed after ${timeout} ms]` : r.stderr;
     logs.push(() => r.stderr ?? "");
     return {code: r.status, out: r.stdout, err};

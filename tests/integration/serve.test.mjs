@@ -367,7 +367,9 @@ test("/metrics reports throughput, queue, micro-batches, timing and KV", async (
   const text = await (await fetch(`http://127.0.0.1:${pipe.ready.port}/metrics`)).text();
   const esc = (v) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
   assert.ok(pipe.ready.cpu.length > 0 && pipe.ready.kernels.length > 0, JSON.stringify(pipe.ready));
-  assert.ok(text.includes(`daisy_host_info{kernels="${esc(pipe.ready.kernels)}",cpu="${esc(pipe.ready.cpu)}"} 1\n`), text);
+  assert.ok(Array.isArray(pipe.ready.kernel_choices), JSON.stringify(pipe.ready));
+  assert.ok(text.includes(`daisy_host_info{kernels="${esc(pipe.ready.kernels)}",` +
+                          `kernel_choices="${esc(pipe.ready.kernel_choices.join(","))}",cpu="${esc(pipe.ready.cpu)}"} 1\n`), text);
   assert.equal(await metric(pipe, "daisy_kv_positions_capacity"), 4 * 512);
   // Every stage's KV holders, the worker's from its pongs: all free once the requests are done.
   let held = [1, 1];
