@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/activations.h"
 #include "kernels/int_matmul.h"
@@ -203,12 +204,12 @@ void FTile(const WeightMatrix& w, const float* const* x, int64_t o0, float* y, s
   }
 }
 
-// bf16 weights with AVX512-BF16 (Bf16Dots): kRO weight rows against kRX activation rows, 32
-// columns a step. vdpbf16ps adds to lane i the products of columns 2i and 2i + 1 (exact in
-// float: 8-bit significands), summed first; the activations, already bf16 values, are packed
-// to bf16 without rounding. Per lane the same sequence whatever kRO and kRX (batch invariance).
+// bf16 weights with AVX512-BF16 (Bf16Dots): kRO weight rows against kRX activation rows (xb:
+// already packed to bf16, BfRows), 32 columns a step. vdpbf16ps adds to lane i the products of
+// columns 2i and 2i + 1 (exact in float: 8-bit significands), summed first. Per lane the same
+// sequence whatever kRO and kRX (batch invariance).
 template <int kRO, int kRX, bool kPrefetch = false>
-__attribute__((target("avx512bf16"))) void BTile(const WeightMatrix& w, const float* const* x, int64_t o0,
+__attribute__((target("avx512bf16"))) void BTile(const WeightMatrix& w, const uint16_t* const* xb, int64_t o0,
                                                  float* y, size_t y_stride, int r0) {
   const int64_t n = w.cols;
   const uint16_t* wd = static_cast<const uint16_t*>(w.data);
@@ -220,13 +221,11 @@ __attribute__((target("avx512bf16"))) void BTile(const WeightMatrix& w, const fl
     if constexpr (kPrefetch) {
       for (int i = 0; i < kRO; ++i) _mm_prefetch(reinterpret_cast<const char*>(wd + (o0 + kRO + i) * n + k), _MM_HINT_T0);
     }
-    __m512bh xb[kRX];
-    for (int j = 0; j < kRX; ++j) {
-      xb[j] = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x[j] + k + 16), _mm512_loadu_ps(x[j] + k));
-    }
+    __m512bh xv[kRX];
+    for (int j = 0; j < kRX; ++j) xv[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb[j] + k));
     for (int i = 0; i < kRO; ++i) {
       const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wd + (o0 + i) * n + k));
-      for (int j = 0; j < kRX; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, xb[j]);
+      for (int j = 0; j < kRX; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, xv[j]);
     }
   }
   for (int i = 0; i < kRO; ++i) {
@@ -234,8 +233,19 @@ __attribute__((target("avx512bf16"))) void BTile(const WeightMatrix& w, const fl
   }
 }
 
+// Activation rows of bf16 weights (bf16 values held as floats: ActType::kBF16Rounded) packed to
+// bf16, exactly, into out[j * cols ...]; cols is a multiple of 32.
+__attribute__((target("avx512bf16"))) void BfRows(const float* const* x, int n, int64_t cols, uint16_t* out) {
+  for (int j = 0; j < n; ++j) {
+    for (int64_t k = 0; k < cols; k += 32) {
+      const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x[j] + k + 16), _mm512_loadu_ps(x[j] + k));
+      _mm512_storeu_si512(out + j * cols + k, reinterpret_cast<__m512i>(b));
+    }
+  }
+}
+
 template <int kRX>
-void BRows(const WeightMatrix& w, const float* const* x, int r0, float* y, size_t y_stride, int64_t ob,
+void BRows(const WeightMatrix& w, const uint16_t* const* x, int r0, float* y, size_t y_stride, int64_t ob,
            int64_t oe, bool prefetch) {
   int64_t o = ob;
   if (prefetch) {
@@ -274,11 +284,17 @@ void FMatmul(const WeightMatrix& w, const void* act, size_t act_stride, int n_ro
       }
       if constexpr (kType == WeightType::kBF16) {
         if (bf16_dots) {
+          // Packed once for the output block's tiles (each would otherwise pack them itself).
+          thread_local std::vector<uint16_t> packed;
+          if (packed.size() < static_cast<size_t>(4 * w.cols)) packed.resize(4 * w.cols);
+          BfRows(x, n, w.cols, packed.data());
+          const uint16_t* xb[4];
+          for (int j = 0; j < n; ++j) xb[j] = packed.data() + j * w.cols;
           switch (n) {
-            case 4: BRows<4>(w, x, r, y, y_stride, ob, oe, pf); break;
-            case 3: BRows<3>(w, x, r, y, y_stride, ob, oe, pf); break;
-            case 2: BRows<2>(w, x, r, y, y_stride, ob, oe, pf); break;
-            default: BRows<1>(w, x, r, y, y_stride, ob, oe, pf); break;
+            case 4: BRows<4>(w, xb, r, y, y_stride, ob, oe, pf); break;
+            case 3: BRows<3>(w, xb, r, y, y_stride, ob, oe, pf); break;
+            case 2: BRows<2>(w, xb, r, y, y_stride, ob, oe, pf); break;
+            default: BRows<1>(w, xb, r, y, y_stride, ob, oe, pf); break;
           }
           continue;
         }
