@@ -46,7 +46,7 @@ inline __m256i Shift(__m256i v) {
 // reassociated with the one after. The signed formats (iq4) widen every step's products into
 // the int32 sums; g++ 12 regrouped those 64 additions a block into trees whose partial sums went
 // to the stack (the 4-row iq4_xs tile: ~530 stack accesses a block, ~125 pinned; matmul of 128
-// rows -32%). The other formats add 2-8 steps in int16 first; pinning their sums measured no
+// rows -31%). The other formats add 2-8 steps in int16 first; pinning their sums measured no
 // clear gain (this host's noise) and is not done.
 inline void Pin(__m256i& v) { asm("" : "+x"(v)); }
 
