@@ -61,13 +61,36 @@ declare -A max_len=([fuzz_gguf]=262144 [fuzz_jinja]=8192 [fuzz_api]=8192 [fuzz_j
 # fuzz_worker serves the last stage of that shard pair.
 export DAISY_FUZZ_SHARD="$PWD/$work/fuzz_shard/stage-1.daisy"
 [[ "$work" = /* ]] && DAISY_FUZZ_SHARD="$work/fuzz_shard/stage-1.daisy"
-for t in "${targets[@]}"; do
-  echo "fuzz: $t for ${seconds} s"
+# One target's run: its output in <build>/artifacts/<target>.log, its exit status in .status.
+fuzz_one() {
+  local t=$1 status=0
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp" \
     "$build/fuzz/$t" "$work/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len="${max_len[$t]}" -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 2>&1 |
-    grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|ERROR|SUMMARY|Test unit written|==[0-9]+==" | tail -5
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $t failed (reproducer in $build/artifacts/)"; exit 1; }
+    -max_len="${max_len[$t]}" -artifact_prefix="$build/artifacts/$t-" -print_final_stats=1 \
+    > "$build/artifacts/$t.log" 2>&1 || status=$?
+  echo "$status" > "$build/artifacts/$t.status"
+}
+# As many targets at once as there are cores (each is one process on one core), each reported in
+# the order given once it ends.
+parallel=$(nproc)
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  echo "fuzz: $t for ${seconds} s"
+  rm -f "$build/artifacts/$t.status"
+  fuzz_one "$t" &
 done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  status=$(cat "$build/artifacts/$t.status" 2>/dev/null || echo missing)
+  echo "fuzz: $t:"
+  grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|ERROR|SUMMARY|Test unit written|==[0-9]+==" \
+    "$build/artifacts/$t.log" | tail -5 || true
+  [ "$status" = 0 ] || failed+=("$t")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz: ${failed[*]} failed (reproducers and logs in $build/artifacts/)"
+  exit 1
+fi
 echo "fuzz: ${#targets[@]} targets ran ${seconds} s each without a finding"

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -26,17 +27,22 @@ extern const MatmulKernel kMatmuls[];
 extern const size_t kMatmulCount;
 extern const OpKernels kOps;
 }  // namespace ref
-#if defined(DAISY_HAVE_X86_KERNELS)
+// The SIMD sets this build compiled (DAISY_KERNEL_ISAS, the top-level CMakeLists.txt).
+#if defined(DAISY_KERNELS_AVX2)
 namespace avx2 {
 extern const MatmulKernel kMatmuls[];
 extern const size_t kMatmulCount;
 extern const OpKernels kOps;
 }  // namespace avx2
+#endif
+#if defined(DAISY_KERNELS_AVX512)
 namespace avx512 {
 extern const MatmulKernel kMatmuls[];
 extern const size_t kMatmulCount;
 extern const OpKernels kOps;
 }  // namespace avx512
+#endif
+#if defined(DAISY_KERNELS_AMX)
 namespace amx {
 extern const MatmulKernel kMatmuls[];  // the kernels it replaces in the AVX-512 set
 extern const size_t kMatmulCount;
@@ -81,7 +87,7 @@ bool HasAmx() {
 #endif
 }
 
-#if defined(DAISY_HAVE_X86_KERNELS)
+#if defined(DAISY_KERNELS_AMX)
 // The AMX set: AVX-512's kernels with AMX's in place of those it has. Only function pointers
 // are copied: no code of either file runs.
 std::span<const MatmulKernel> AmxMatmuls() {
@@ -144,9 +150,13 @@ Result<KernelTable> BuildKernelTable(const KernelSet& set) {
 
 std::vector<KernelSet> AllKernelSets() {
   std::vector<KernelSet> sets{{"scalar", {ref::kMatmuls, ref::kMatmulCount}, &ref::kOps}};
-#if defined(DAISY_HAVE_X86_KERNELS)
+#if defined(DAISY_KERNELS_AVX2)
   sets.push_back({"avx2", {avx2::kMatmuls, avx2::kMatmulCount}, &avx2::kOps});
+#endif
+#if defined(DAISY_KERNELS_AVX512)
   sets.push_back({"avx512", {avx512::kMatmuls, avx512::kMatmulCount}, &avx512::kOps});
+#endif
+#if defined(DAISY_KERNELS_AMX)
   sets.push_back({"amx", AmxMatmuls(), &avx512::kOps});
 #endif
   return sets;
@@ -158,24 +168,24 @@ const KernelTable& ScalarKernels() {
 }
 
 namespace {
-// Set kIndex's table, built once, where the CPU supports it.
-template <size_t kIndex>
-const KernelTable* BuiltIf(bool supported) {
-  if (!supported) return nullptr;
-  static const KernelTable table = BuiltOrDie(AllKernelSets()[kIndex]);
-  return &table;
+// The table of the set named kIsa, built once, where this build has the set and the CPU supports
+// it (kSupported is not asked otherwise: HasAmx asks Linux for the tile state); else nullptr.
+template <const char* kIsa, bool (*kSupported)()>
+const KernelTable* BuiltIf() {
+  static const std::optional<KernelTable> table = []() -> std::optional<KernelTable> {
+    for (const KernelSet& s : AllKernelSets()) {
+      if (std::strcmp(s.isa, kIsa) == 0 && kSupported()) return BuiltOrDie(s);
+    }
+    return std::nullopt;
+  }();
+  return table ? &*table : nullptr;
 }
+constexpr char kAvx2[] = "avx2", kAvx512[] = "avx512", kAmx[] = "amx";
 }  // namespace
 
-#if defined(DAISY_HAVE_X86_KERNELS)
-const KernelTable* Avx2Kernels() { return BuiltIf<1>(HasAvx2()); }
-const KernelTable* Avx512Kernels() { return BuiltIf<2>(HasAvx512()); }
-const KernelTable* AmxKernels() { return BuiltIf<3>(HasAmx()); }
-#else
-const KernelTable* Avx2Kernels() { return nullptr; }
-const KernelTable* Avx512Kernels() { return nullptr; }
-const KernelTable* AmxKernels() { return nullptr; }
-#endif
+const KernelTable* Avx2Kernels() { return BuiltIf<kAvx2, HasAvx2>(); }
+const KernelTable* Avx512Kernels() { return BuiltIf<kAvx512, HasAvx512>(); }
+const KernelTable* AmxKernels() { return BuiltIf<kAmx, HasAmx>(); }
 
 std::vector<const KernelTable*> AllSupportedKernels() {
   std::vector<const KernelTable*> out{&ScalarKernels()};

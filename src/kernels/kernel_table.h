@@ -56,7 +56,7 @@ Result<KernelTable> BuildKernelTable(const KernelSet& set);
 
 // The scalar reference: readable loops, the oracle for every other table. Runs anywhere.
 const KernelTable& ScalarKernels();
-// nullptr when the CPU (or the build) lacks the instruction set.
+// nullptr when the CPU lacks the instruction set, or the build its table (DAISY_KERNEL_ISAS).
 const KernelTable* Avx2Kernels();    // AVX2 + FMA + F16C
 const KernelTable* Avx512Kernels();  // AVX-512 F/BW/VL/DQ + VNNI
 // AVX-512's table with AMX tiles for the q4_0, q8_0, q4_K, q5_K and iq4_xs products of 16
