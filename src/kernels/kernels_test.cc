@@ -247,6 +247,16 @@ TEST(Kernels, EveryKernelSetIsComplete) {
   }
 }
 
+// DAISY_KERNEL_ISAS decides which SIMD sets a build has: exactly those are listed, scalar first.
+TEST(Kernels, TheBuildListsTheTablesItWasConfiguredWith) {
+  std::string names;
+  for (const KernelSet& s : AllKernelSets()) {
+    if (!names.empty()) names.push_back(' ');
+    names.append(s.isa);
+  }
+  EXPECT_EQ(names, DAISY_CONFIGURED_TABLES);
+}
+
 TEST(Kernels, AMissingKernelIsAnErrorNamingTheTypeAndIsa) {
   const KernelSet scalar = AllKernelSets().front();
   std::vector<MatmulKernel> without_q4;
