@@ -123,7 +123,13 @@ int main(int argc, char** argv) {
   flags.Option("--log-sum-exp", lse_vocab,
                "Only time the log-probabilities' normaliser (OpKernels::log_sum_exp) over rows of this many "
                "logits, each table in turn, rep by rep");
+  bool list_tables = false;
+  flags.Switch("--list", list_tables, "Only print the kernel tables this CPU runs, one per line (scripts/test.sh)");
   if (const int code = cli.Parse(argc, argv); code >= 0) return code;
+  if (list_tables) {
+    for (const KernelTable* t : AllSupportedKernels()) std::printf("%s\n", t->name);
+    return 0;
+  }
   if (lse_vocab > 0) return LogSumExpBench(lse_vocab, std::max(1, reps), kernel_names);
 
   std::vector<uint64_t> big(static_cast<size_t>(1) << 27);  // 1 GiB
