@@ -70,7 +70,16 @@ function runOurs(file, threads, which = bin) {
                              "--ignore-eos", "--threads", String(threads), "--json",
                              ...(kernels ? ["--kernels", kernels] : [])]);
   const j = lastJsonLine(out);
-  return {prompt: j.prompt_tok_s, decode: j.decode_tok_s, ids: j.ids, kernels: j.kernels, choices: j.kernel_choices};
+  return {prompt: j.prompt_tok_s, decode: j.decode_tok_s, ids: j.ids, kernels: j.kernels, choices: j.kernel_choices, cpu: j.cpu};
+}
+
+// The ggml CPU variant llama.cpp loaded in this process (libggml-cpu-<variant>.so among the
+// mapped files), so a result names it even when ggml picked it.
+let llamaLoaded = null;
+function loadedLlamaCpuVariant() {
+  const maps = fs.readFileSync("/proc/self/maps", "utf8").match(/libggml-cpu-([\w.-]+?)\.so/g) ?? [];
+  const names = [...new Set(maps.map(m => m.slice("libggml-cpu-".length, -".so".length)))];
+  return names.length ? names.join(",") : null;
 }
 
 async function runLlama(llama, file, threads) {
@@ -87,6 +96,7 @@ async function runLlama(llama, file, threads) {
   await it.return();
   await ctx.dispose();
   await model.dispose();
+  llamaLoaded ??= loadedLlamaCpuVariant();
   return {prompt: promptLen / promptSeconds, decode: (genLen - 1) / decodeSeconds};
 }
 
@@ -104,7 +114,7 @@ async function loadLlama() {
 }
 
 const llama = withLlama ? await loadLlama() : null;
-let daisyKernels = null, daisyChoices = null;
+let daisyKernels = null, daisyChoices = null, daisyCpu = null;
 const rows = [];
 const bw = [];
 for (const name of models) {
@@ -123,7 +133,7 @@ for (const name of models) {
                                                                                : await runLlama(llama, file, threads);
         if (res.ids && ids && JSON.stringify(res.ids) !== JSON.stringify(ids)) throw new Error(`${name}: the --ab build's ids differ`);
         if (res.ids) ids = res.ids;
-        if (side === "daisy" && res.kernels) [daisyKernels, daisyChoices] = [res.kernels, res.choices];
+        if (side === "daisy" && res.kernels) [daisyKernels, daisyChoices, daisyCpu] = [res.kernels, res.choices, res.cpu];
         const dst = side === "daisy" ? d : side === "ab" ? o : l;
         dst.prompt.push(res.prompt);
         dst.decode.push(res.decode);
@@ -150,6 +160,7 @@ for (const name of models) {
 }
 const key = (k) => stats(bw.map(b => b[k]));
 console.log(JSON.stringify({bench: "engine", prompt_tokens: promptLen, generated_tokens: genLen, rounds,
-                            daisy_kernels: daisyKernels, daisy_kernel_choices: daisyChoices, llamacpp_cpu_variant: llamaCpu ?? "ggml's best for this CPU",
+                            cpu: daisyCpu, daisy_kernels: daisyKernels, daisy_kernel_choices: daisyChoices,
+                            llamacpp_cpu_variant: llamaLoaded ?? llamaCpu ?? "ggml's best for this CPU",
                             machine_read_gb_s: {one_thread: key("read_gb_s_1thread"), two_threads: key("read_gb_s_2threads")},
                             rows}));

@@ -323,17 +323,36 @@ std::string OsCpuName() {
   return Trimmed(name);
 }
 
+// The x86 family and model as /proc/cpuinfo and lscpu print them ("family 6 model 207"), from
+// CPUID leaf 1 (the extended fields folded in as Intel's and AMD's manuals define), or "".
+std::string CpuFamilyModel() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return "";
+  const unsigned base_family = (eax >> 8) & 0xF, base_model = (eax >> 4) & 0xF;
+  const unsigned family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
+  const unsigned model = base_family == 0x6 || base_family == 0xF ? base_model | (((eax >> 16) & 0xF) << 4) : base_model;
+  return "family " + std::to_string(family) + " model " + std::to_string(model);
+#else
+  return "";
+#endif
+}
+
 }  // namespace
 
 // What lscpu and /proc/cpuinfo call the processor, so a benchmark's host reads as its user
 // knows it; a virtual machine's cpuid brand can say more (seen: "AMD EPYC" in /proc/cpuinfo,
-// "Oxide Virtual Turin-like Processor" from cpuid), and is added when it differs.
+// "Oxide Virtual Turin-like Processor" from cpuid), and is added when it differs. The family and
+// model follow: a virtual machine's name can be as bare as "Intel(R) Xeon(R) Processor", which
+// says nothing of the generation (family 6 model 143 is Sapphire Rapids, 207 Emerald Rapids).
 std::string CpuModel() {
   const std::string os = OsCpuName();
   const std::string brand = CpuidBrand();
-  if (os.empty()) return brand.empty() ? "unknown" : brand;
-  if (brand.empty() || brand == os) return os;
-  return os + " (cpuid: " + brand + ")";
+  std::string name = os.empty() ? brand : os;
+  std::string details = !os.empty() && !brand.empty() && brand != os ? "cpuid: " + brand : "";
+  if (const std::string fm = CpuFamilyModel(); !fm.empty()) details += (details.empty() ? "" : "; ") + fm;
+  if (name.empty()) name = "unknown";
+  return details.empty() ? name : name + " (" + details + ")";
 }
 
 }  // namespace daisy::kernels

@@ -72,8 +72,9 @@ std::vector<const KernelTable*> AllSupportedKernels();
 std::vector<const char*> UnsupportedKernelNames();
 // Looks a table up by name; nullptr when unknown or unsupported here.
 const KernelTable* FindKernels(const char* name);
-// The CPU's model name (/proc/cpuinfo's "model name", with CPUID's brand string after it in
-// parentheses where the two differ, as in some virtual machines; "unknown"),
+// The CPU's model name (/proc/cpuinfo's "model name", or "unknown") and in parentheses CPUID's
+// brand string where the two differ, as in some virtual machines, and the x86 family and model:
+// "Intel(R) Xeon(R) Processor (family 6 model 207)",
 // reported with the kernels by `run --json`, serve's ready line and /metrics: speeds differ by
 // host, and a result names the host it was measured on.
 std::string CpuModel();

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/activations.h"
@@ -255,6 +258,34 @@ TEST(Kernels, TheBuildListsTheTablesItWasConfiguredWith) {
     names.append(s.isa);
   }
   EXPECT_EQ(names, DAISY_CONFIGURED_TABLES);
+}
+
+// The CPU's name ends in the family and model /proc/cpuinfo gives (the kernel's own decoding of
+// CPUID, independent of ours).
+TEST(Kernels, TheCpuIsNamedWithTheFamilyAndModelLinuxReports) {
+#if defined(__x86_64__) && defined(__linux__)
+  std::string family, model;
+  if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr && (family.empty() || model.empty())) {
+      const char* colon = std::strchr(line, ':');
+      if (colon == nullptr) continue;
+      std::string value = colon + 1;
+      value.erase(0, value.find_first_not_of(" \t"));
+      value.erase(value.find_last_not_of(" \t\n") + 1);
+      if (std::strncmp(line, "cpu family", 10) == 0) family = value;
+      if (std::strncmp(line, "model", 5) == 0 && std::isspace(static_cast<unsigned char>(line[5]))) model = value;
+    }
+    std::fclose(f);
+  }
+  if (family.empty() || model.empty()) GTEST_SKIP() << "no cpu family / model in /proc/cpuinfo";
+  const std::string name = CpuModel();
+  const std::string tail = "family " + family + " model " + model + ")";
+  ASSERT_GE(name.size(), tail.size()) << name;
+  EXPECT_EQ(name.substr(name.size() - tail.size()), tail) << name;
+#else
+  GTEST_SKIP() << "x86 Linux only";
+#endif
 }
 
 TEST(Kernels, AMissingKernelIsAnErrorNamingTheTypeAndIsa) {
