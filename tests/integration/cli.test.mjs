@@ -113,10 +113,14 @@ test("run generates, streams, reports speeds, and is reproducible", () => {
   assert.ok(["scalar", "avx2", "avx512", "amx"].includes(g.kernels), g.kernels);
   const cpuinfo = fs.existsSync("/proc/cpuinfo") ? fs.readFileSync("/proc/cpuinfo", "utf8") : "";
   const cpuName = /^model name\s*:\s*(.*)$/m.exec(cpuinfo);
-  // /proc/cpuinfo's name, and the cpuid brand string after it where a virtual machine's differs.
-  if (cpuName) {
-    const os = cpuName[1].trim();
-    assert.ok(g.cpu === os || (g.cpu.startsWith(`${os} (cpuid: `) && g.cpu.endsWith(")")), g.cpu);
+  // /proc/cpuinfo's name, and in parentheses the cpuid brand string where a virtual machine's
+  // differs, then the x86 family and model as /proc/cpuinfo gives them.
+  const cpuFamily = /^cpu family\s*:\s*(\d+)$/m.exec(cpuinfo), cpuModel = /^model\s*:\s*(\d+)$/m.exec(cpuinfo);
+  if (cpuName && cpuFamily && cpuModel) {
+    const os = cpuName[1].trim(), fm = `family ${cpuFamily[1]} model ${cpuModel[1]})`;
+    assert.ok(g.cpu === `${os} (${fm}` || (g.cpu.startsWith(`${os} (cpuid: `) && g.cpu.endsWith(`; ${fm}`)), g.cpu);
+  } else if (cpuName) {
+    assert.ok(g.cpu.startsWith(cpuName[1].trim()), g.cpu);
   } else assert.ok(typeof g.cpu === "string" && g.cpu.length > 0, g.cpu);
   // The table's run-time choices: bf16 products through vdpbf16ps exactly where the AVX-512
   // table runs on a CPU with AVX512-BF16, unless DAISY_BF16_DOTS=0 says no.
