@@ -226,6 +226,24 @@ const KernelTable& BestKernels() {
 
 namespace {
 std::atomic<int> prefetch_override{-1};
+
+// The x86 family and model as /proc/cpuinfo and lscpu print them, from CPUID leaf 1 with the
+// extended fields folded in as Intel's and AMD's manuals define; nullopt where there is no CPUID.
+struct FamilyModel {
+  unsigned family, model;
+};
+std::optional<FamilyModel> CpuFamilyModel() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return std::nullopt;
+  const unsigned base_family = (eax >> 8) & 0xF, base_model = (eax >> 4) & 0xF;
+  const unsigned family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
+  const unsigned model = base_family == 0x6 || base_family == 0xF ? base_model | (((eax >> 16) & 0xF) << 4) : base_model;
+  return FamilyModel{family, model};
+#else
+  return std::nullopt;
+#endif
+}
 }  // namespace
 
 void OverridePrefetch(int on) { prefetch_override.store(on < 0 ? -1 : on != 0, std::memory_order_relaxed); }
@@ -238,10 +256,9 @@ bool PrefetchSmallTiles() {
     unsigned a = 0, vendor[3] = {};
     if (__get_cpuid(0, &a, &vendor[0], &vendor[2], &vendor[1])) {
       if (std::memcmp(vendor, "GenuineIntel", 12) == 0) return true;
-      unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-      if (std::memcmp(vendor, "AuthenticAMD", 12) == 0 && __get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
-        const unsigned family = ((eax >> 8) & 0xF) + ((eax >> 8 & 0xF) == 0xF ? (eax >> 20) & 0xFF : 0);
-        return family >= 0x1A;  // Zen 5 and later
+      if (std::memcmp(vendor, "AuthenticAMD", 12) == 0) {
+        const std::optional<FamilyModel> fm = CpuFamilyModel();
+        return fm.has_value() && fm->family >= 0x1A;  // Zen 5 and later
       }
     }
 #endif
@@ -323,21 +340,6 @@ std::string OsCpuName() {
   return Trimmed(name);
 }
 
-// The x86 family and model as /proc/cpuinfo and lscpu print them ("family 6 model 207"), from
-// CPUID leaf 1 (the extended fields folded in as Intel's and AMD's manuals define), or "".
-std::string CpuFamilyModel() {
-#if defined(__x86_64__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return "";
-  const unsigned base_family = (eax >> 8) & 0xF, base_model = (eax >> 4) & 0xF;
-  const unsigned family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
-  const unsigned model = base_family == 0x6 || base_family == 0xF ? base_model | (((eax >> 16) & 0xF) << 4) : base_model;
-  return "family " + std::to_string(family) + " model " + std::to_string(model);
-#else
-  return "";
-#endif
-}
-
 }  // namespace
 
 // What lscpu and /proc/cpuinfo call the processor, so a benchmark's host reads as its user
@@ -350,7 +352,10 @@ std::string CpuModel() {
   const std::string brand = CpuidBrand();
   std::string name = os.empty() ? brand : os;
   std::string details = !os.empty() && !brand.empty() && brand != os ? "cpuid: " + brand : "";
-  if (const std::string fm = CpuFamilyModel(); !fm.empty()) details += (details.empty() ? "" : "; ") + fm;
+  if (const std::optional<FamilyModel> fm = CpuFamilyModel()) {
+    details += (details.empty() ? "family " : "; family ") + std::to_string(fm->family) + " model " +
+               std::to_string(fm->model);
+  }
   if (name.empty()) name = "unknown";
   return details.empty() ? name : name + " (" + details + ")";
 }
