@@ -54,13 +54,8 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-void MappedFile::DropCachedPages(const std::filesystem::path& path) const {
-  if (data_ == nullptr) return;
-  ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);  // advice: failure is harmless
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
+void MappedFile::UnmapAll() const {
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);  // advice: failure is harmless
 }
 
 void MappedFile::Forget(std::span<const uint8_t> range) const {

@@ -24,10 +24,11 @@ class MappedFile {
   ~MappedFile();
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
-  // Gives the file's pages back: unmaps them from this process (they are read again from the
-  // file when touched) and asks the kernel to drop them from the page cache. For callers that
-  // copied what they need: a copied 5 GB shard should not also sit in the page cache.
-  void DropCachedPages(const std::filesystem::path& path) const;
+  // Unmaps every page of the file from this process (they are read again when touched), for
+  // callers that copied what they need. The page cache keeps them, as the kernel's reclaimable
+  // memory: the next start of the same file reads them from memory, not from the disk (dropping
+  // them cost each restart +5.3 s for a 733 MB file at 150 MB/s: docs/benchmarks.md).
+  void UnmapAll() const;
   // Unmaps the whole pages inside `range` (a part of bytes()) from this process: a reader that
   // streams through a big file keeps its resident memory at the part it is working on.
   void Forget(std::span<const uint8_t> range) const;

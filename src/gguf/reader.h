@@ -84,9 +84,9 @@ class Reader {
   void Forget(std::span<const uint8_t> range) const {
     if (file_) file_->Forget(range);
   }
-  // See MappedFile::DropCachedPages (no-op for FromBytes readers).
-  void DropCachedPages() const {
-    if (file_) file_->DropCachedPages(name_);
+  // See MappedFile::UnmapAll (no-op for FromBytes readers).
+  void UnmapAll() const {
+    if (file_) file_->UnmapAll();
   }
   // The tensor's bytes inside the mapping.
   std::span<const uint8_t> TensorData(const TensorInfo& tensor) const;

@@ -137,10 +137,10 @@ Result<const float*> Model::Vector(const std::string& name, int64_t n) {
                     gguf::Traits(t->type).name, static_cast<unsigned long long>(t->n_elements));
   }
   used_.insert(name);
-  // Copied out of the file like the matrices: Open drops the file's cached pages after loading,
-  // and a vector read from the mapping would come back from the disk on the first forward (two
-  // norms a layer; measured ~3 ms a layer on this VM's disk, ~100 ms of a 1B model's first
-  // prompt).
+  // Copied out of the file like the matrices: Open unmaps the file after loading, and a vector
+  // read from the mapping would fault its page back in on the first forward, from the disk when
+  // the page cache has let it go (two norms a layer; ~3 ms a layer on this VM's disk when the
+  // cache was dropped, ~100 ms of a 1B model's first prompt).
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   AlignedBuffer buffer = AlignedBuffer::Allocate(bytes);
   if (buffer.data() == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", bytes, name.c_str());
@@ -259,9 +259,10 @@ Result<std::unique_ptr<Model>> Model::Open(gguf::Reader reader, const LoadOption
   }
   DAISY_RETURN_IF_ERROR(m->Bind(options, first, last));
   m->Repack(options.threads);
-  // Weights copied out of the file need not stay in the page cache as well (nothing is read from
-  // the mapping after this unless float weights are served from it: LoadOptions::copy_float).
-  if (m->owned_bytes() >= m->reader_->file_size() / 2) m->reader_->DropCachedPages();
+  // Weights copied out of the file need not stay mapped in this process as well (nothing is read
+  // from the mapping after this unless float weights are served from it: LoadOptions::copy_float).
+  // The page cache keeps the file: a restart reads it from memory (MappedFile::UnmapAll).
+  if (m->owned_bytes() >= m->reader_->file_size() / 2) m->reader_->UnmapAll();
   return m;
 }
 

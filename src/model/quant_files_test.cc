@@ -1,6 +1,8 @@
 // Files of the integer family that are broken or that daisy cannot compute: a clear error naming
 // the tensor, never a crash or NaN logits.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +86,43 @@ TEST(QuantFiles, TheGeneratedMixLoadsWithItsTypes) {
   EXPECT_EQ(r->FindTensor("blk.1.attn_v.weight")->type, gguf::TensorType::kQ6_K);  // use_more_bits
   EXPECT_EQ(r->FindTensor("output.weight")->type, gguf::TensorType::kQ6_K);
   EXPECT_EQ(LoadError(path), "(loaded)");
+  fs::remove(path);
+}
+
+// The fraction of `path`'s pages in the page cache (mincore on a fresh mapping).
+double CachedFraction(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  const size_t size = fs::file_size(path), page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  EXPECT_NE(p, MAP_FAILED);
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  EXPECT_EQ(::mincore(p, size, resident.data()), 0);
+  ::munmap(p, size);
+  return static_cast<double>(std::count_if(resident.begin(), resident.end(), [](unsigned char c) { return c & 1; })) /
+         static_cast<double>(resident.size());
+}
+
+TEST(QuantFiles, LoadingLeavesTheFileInThePageCache) {
+  // Loading copies the weights out and unmaps the file, but the page cache keeps it: the next
+  // start of the same file (a restarted worker) reads it from memory, not from the disk. The
+  // file is written back first: the kernel could not drop dirty pages, whatever loading asked.
+  const fs::path path = MakeQ4KM();
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> all(fs::file_size(path));
+    ASSERT_TRUE(in.read(all.data(), static_cast<std::streamsize>(all.size())));
+  }
+  ASSERT_GT(CachedFraction(path), 0.99);
+  auto m = Model::Load(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_GE((*m)->owned_bytes(), fs::file_size(path) / 2);  // the weights were copied: the file is unmapped
+  EXPECT_GT(CachedFraction(path), 0.99);
   fs::remove(path);
 }
 

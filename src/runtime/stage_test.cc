@@ -355,9 +355,9 @@ TEST(Stage, LongRopeFactorSetFollowsTheContext) {
 }
 
 TEST(Stage, NoWeightIsReadFromTheFileAfterLoading) {
-  // Loading drops the file's cached pages (Model::Open), so anything the forward pass still read
-  // from the mapping would come back from the disk on the first prompt (norm vectors did: ~3 ms
-  // a layer here). Every vector and matrix a stage uses is in the model's own memory, for each
+  // Loading unmaps the file (Model::Open), so anything the forward pass still read from the
+  // mapping would fault back in on the first prompt, from the disk when the page cache has let
+  // it go (norm vectors did: ~3 ms a layer here). Every vector and matrix a stage uses is in the model's own memory, for each
   // family's optional tensors (biases, LongRoPE factors, Qwen 3's and Gemma's extra norms) and
   // for quantised and float weights.
   static daisy::testing::TempDir dir("stage-owned");
