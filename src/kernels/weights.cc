@@ -1,5 +1,6 @@
 #include "kernels/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
@@ -25,6 +26,24 @@ size_t GgufBytes(WeightType type, int64_t rows, int64_t cols) {
   return static_cast<size_t>(rows) * static_cast<size_t>(cols / f.block_elems) * f.block_bytes;
 }
 
+namespace {
+
+// Packs row group g of the GGUF rows (f packed, nb blocks a row).
+void PackGroup(const WeightFormat& f, const uint8_t* src, int64_t rows, int64_t nb, int64_t g, uint8_t* out,
+               uint16_t* scales) {
+  const size_t row_bytes = static_cast<size_t>(nb) * f.block_bytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blocks[kRowGroup];
+    for (int l = 0; l < kRowGroup; ++l) {
+      const int64_t row = g * kRowGroup + l;
+      blocks[l] = row < rows ? src + row * row_bytes + b * f.block_bytes : nullptr;
+    }
+    f.pack_block(blocks, out + (g * nb + b) * f.group_block_bytes, scales + (g * nb + b) * f.group_scales);
+  }
+}
+
+}  // namespace
+
 void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols, void* data,
                   uint16_t* scales) {
   const WeightFormat& f = FormatOf(type);
@@ -34,19 +53,32 @@ void PackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t 
   }
   DAISY_CHECK_EQ(cols % f.block_elems, 0);
   const int64_t nb = cols / f.block_elems;
-  const size_t row_bytes = static_cast<size_t>(nb) * f.block_bytes;
-  const auto* src = static_cast<const uint8_t*>(gguf_rows);
-  auto* out = static_cast<uint8_t*>(data);
   for (int64_t g = 0; g < RowGroups(rows); ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blocks[kRowGroup];
-      for (int l = 0; l < kRowGroup; ++l) {
-        const int64_t row = g * kRowGroup + l;
-        blocks[l] = row < rows ? src + row * row_bytes + b * f.block_bytes : nullptr;
-      }
-      f.pack_block(blocks, out + (g * nb + b) * f.group_block_bytes, scales + (g * nb + b) * f.group_scales);
-    }
+    PackGroup(f, static_cast<const uint8_t*>(gguf_rows), rows, nb, g, static_cast<uint8_t*>(data), scales);
   }
+}
+
+std::optional<BadScale> CheckAndPackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols,
+                                             void* data, uint16_t* scales) {
+  const WeightFormat& f = FormatOf(type);
+  if (!f.packed) {
+    PackFromGguf(type, gguf_rows, rows, cols, data, scales);  // float rows: no scales to check
+    return std::nullopt;
+  }
+  DAISY_CHECK_EQ(cols % f.block_elems, 0);
+  const int64_t nb = cols / f.block_elems;
+  const auto* src = static_cast<const uint8_t*>(gguf_rows);
+  for (int64_t g = 0; g < RowGroups(rows); ++g) {
+    // The group's rows are consecutive in the file: their blocks, in row order, are one range.
+    const int64_t first = g * kRowGroup * nb;
+    const int64_t n = (std::min<int64_t>(rows, (g + 1) * kRowGroup) - g * kRowGroup) * nb;
+    if (auto bad = FindBadScale(type, src + first * f.block_bytes, n)) {
+      bad->block += first;
+      return bad;
+    }
+    PackGroup(f, src, rows, nb, g, static_cast<uint8_t*>(data), scales);
+  }
+  return std::nullopt;
 }
 
 std::optional<BadScale> FindBadScale(WeightType type, const void* gguf_blocks, int64_t n_blocks) {

@@ -54,6 +54,12 @@ struct BadScale {
 // The first such block among `n_blocks` GGUF blocks of `type`; nullopt when all are fine (and
 // for float types, whose values are not checked).
 std::optional<BadScale> FindBadScale(WeightType type, const void* gguf_blocks, int64_t n_blocks);
+// PackFromGguf with FindBadScale's check in the same pass: each group of rows is checked just
+// before it is packed (one read of the file: loading an 8B model read it twice). On a bad scale,
+// the first one in row order (`block` counts from the first row's first block, as FindBadScale's
+// over the whole matrix), and the packing stops there.
+std::optional<BadScale> CheckAndPackFromGguf(WeightType type, const void* gguf_rows, int64_t rows, int64_t cols,
+                                             void* data, uint16_t* scales);
 
 // Row `o` of the matrix as floats (the reference dequantisation); `out` has cols entries.
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out);

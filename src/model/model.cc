@@ -1,7 +1,9 @@
 #include "model/model.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "base/strings.h"
@@ -95,20 +97,13 @@ Result<kernels::WeightMatrix> Model::Matrix(const std::string& name, int64_t row
                          static_cast<long long>(kernels::ColsMultiple(*type)));
   }
   kernels::WeightMatrix m{*type, rows, cols, reader_->TensorData(*t).data(), nullptr};
-  const int64_t row_blocks = cols / kernels::FormatOf(*type).block_elems;
-  if (auto bad = kernels::FindBadScale(*type, m.data, rows * row_blocks)) {
-    return DataLoss("%s: tensor %s: block %lld of row %lld has a scale %s that is not a finite number "
-                    "(f16 0x%04x); the file is corrupt", reader_->name().c_str(), name.c_str(),
-                    static_cast<long long>(bad->block % row_blocks), static_cast<long long>(bad->block / row_blocks),
-                    bad->field, bad->bits);
-  }
   if (!kernels::FormatOf(*type).packed && copy_float_) {
     // Float weights are used as the file has them; copied into huge-page memory all the same
     // (LoadOptions::copy_float).
     const size_t bytes = t->n_bytes;
     AlignedBuffer buffer = AlignedBuffer::Allocate(bytes);
     if (buffer.data() == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", bytes, name.c_str());
-    pending_.push_back({*type, m.data, bytes, rows, cols, buffer.data(), nullptr, true});
+    pending_.push_back({*type, m.data, bytes, rows, cols, buffer.data(), nullptr, true, name});
     m.data = buffer.data();
     storage_.push_back(std::move(buffer));
   }
@@ -121,7 +116,8 @@ Result<kernels::WeightMatrix> Model::Matrix(const std::string& name, int64_t row
     if (p == nullptr) return ResourceExhausted("cannot allocate %zu bytes for %s", total, name.c_str());
     storage_.push_back(std::move(buffer));
     auto* scales = reinterpret_cast<uint16_t*>(p + (data_bytes + 63) / 64 * 64);
-    pending_.push_back({*type, m.data, static_cast<size_t>(t->n_bytes), rows, cols, p, scales, false});
+    // Its scales are checked as it is packed (Repack: in parallel, reading the file once).
+    pending_.push_back({*type, m.data, static_cast<size_t>(t->n_bytes), rows, cols, p, scales, false, name});
     m.data = p;
     m.scales = scales;
   }
@@ -219,19 +215,26 @@ Status Model::CheckEveryTensorUsed(int first, int last) const {
   return Status::Ok();
 }
 
-void Model::Repack(int threads) {
+Status Model::Repack(int threads) {
   // Quantised tensors, spread over threads by tensor (they are independent).
   if (threads < 1) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1) threads = 1;
+  // A bad scale stops the tensors after the first bad one found so far, never those before it:
+  // the error reported is the first bad tensor's in binding order, however the threads ran.
+  std::vector<std::optional<kernels::BadScale>> bad(pending_.size());
+  std::atomic<size_t> first_bad{pending_.size()};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([this, t, threads] {
+    workers.emplace_back([this, t, threads, &bad, &first_bad] {
       for (size_t i = t; i < pending_.size(); i += threads) {
+        if (i > first_bad.load(std::memory_order_relaxed)) break;
         const Pending& p = pending_[i];
         if (p.copy) {
           std::memcpy(p.data, p.src, p.src_bytes);
-        } else {
-          kernels::PackFromGguf(p.type, p.src, p.rows, p.cols, p.data, p.scales);
+        } else if ((bad[i] = kernels::CheckAndPackFromGguf(p.type, p.src, p.rows, p.cols, p.data, p.scales))) {
+          size_t seen = first_bad.load();
+          while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+          }
         }
         // The file's copy is not read again: its pages leave this process's memory now rather
         // than at the end, so the peak is not the file plus its copy.
@@ -240,7 +243,17 @@ void Model::Repack(int threads) {
     });
   }
   for (auto& t : workers) t.join();
+  const size_t i = first_bad.load();
+  if (i < pending_.size()) {
+    const Pending& p = pending_[i];
+    const int64_t row_blocks = p.cols / kernels::FormatOf(p.type).block_elems;
+    return DataLoss("%s: tensor %s: block %lld of row %lld has a scale %s that is not a finite number "
+                    "(f16 0x%04x); the file is corrupt", reader_->name().c_str(), p.name.c_str(),
+                    static_cast<long long>(bad[i]->block % row_blocks),
+                    static_cast<long long>(bad[i]->block / row_blocks), bad[i]->field, bad[i]->bits);
+  }
   pending_.clear();
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Model>> Model::Open(gguf::Reader reader, const LoadOptions& options) {
@@ -258,7 +271,7 @@ Result<std::unique_ptr<Model>> Model::Open(gguf::Reader reader, const LoadOption
                            c.n_layers);
   }
   DAISY_RETURN_IF_ERROR(m->Bind(options, first, last));
-  m->Repack(options.threads);
+  DAISY_RETURN_IF_ERROR(m->Repack(options.threads));
   // Weights copied out of the file need not stay mapped in this process as well (nothing is read
   // from the mapping after this unless float weights are served from it: LoadOptions::copy_float).
   // The page cache keeps the file: a restart reads it from memory (MappedFile::UnmapAll).

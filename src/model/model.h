@@ -77,7 +77,9 @@ class Model {
   Result<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
   Result<kernels::WeightMatrix> PackedMatrix(const std::string& name, int64_t rows, int64_t cols);
   Result<const float*> Vector(const std::string& name, int64_t n);
-  void Repack(int threads);
+  // Packs (or copies) every pending tensor over `threads` threads, checking the quantised ones'
+  // scales in the same pass; the error is the first bad tensor's in binding order.
+  Status Repack(int threads);
 
   ModelConfig config_;
   std::unique_ptr<gguf::Reader> reader_;
@@ -91,6 +93,7 @@ class Model {
     void* data;
     uint16_t* scales;
     bool copy;
+    std::string name;  // for errors
   };
   std::vector<Pending> pending_;
   bool copy_packed_ = false;

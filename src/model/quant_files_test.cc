@@ -154,6 +154,31 @@ TEST(QuantFiles, ANonFiniteScaleIsRefusedNamingTensorBlockAndRow) {
   for (const fs::path& p : {path, nan_d, inf_d, nan_dmin}) fs::remove(p);
 }
 
+TEST(QuantFiles, TheFirstBadTensorIsNamedWhateverTheLoadingThreads) {
+  // The scales are checked as the tensors are packed, several at once: with bad ones in two
+  // tensors (and the later one's error found first by some thread), the error is always the
+  // first tensor's in the file's binding order (layer 0's attention before layer 1's).
+  const fs::path path = MakeQ4KM();
+  const auto nan_at = [](size_t at) {
+    return [at](std::vector<uint8_t>& b) {
+      const uint16_t nan = 0x7e00;
+      std::memcpy(b.data() + at, &nan, 2);
+    };
+  };
+  const fs::path one = Rewrite(path, "kq-bad1", {"blk.1.ffn_down.weight", nan_at(0)});
+  const fs::path both = Rewrite(one, "kq-bad2", {"blk.0.attn_k.weight", nan_at(5 * 144)});
+  for (const int threads : {1, 2, 3, 8}) {
+    SCOPED_TRACE(threads);
+    auto m = Model::Load(both, {.threads = threads});
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find("tensor blk.0.attn_k.weight: block 0 of row 5 has a scale d that is not a "
+                                        "finite number (f16 0x7e00)"),
+              std::string::npos)
+        << m.status().message();
+  }
+  for (const fs::path& p : {path, one, both}) fs::remove(p);
+}
+
 TEST(QuantFiles, TruncatedSuperBlocksAreRefused) {
   const fs::path path = MakeQ4KM();
   const auto size = fs::file_size(path);

@@ -51,25 +51,27 @@ void DequantizeQ4_0(const void* blocks, float* y, int64_t n) {
   DequantizeRowQ4_0(static_cast<const BlockQ4_0*>(blocks), y, static_cast<size_t>(n));
 }
 
-namespace {
-// The 4-bit code (q + 8) of element e of a GGUF block; 8 (q = 0) for a padding row.
-int Code(const BlockQ4_0* block, int e) {
-  if (block == nullptr) return 8;
-  const uint8_t byte = block->qs[e % 16];
-  return e < 16 ? (byte & 0x0f) : (byte >> 4);
-}
-}  // namespace
-
 void PackBlockQ4_0(const uint8_t* const blocks[kRowGroup], uint8_t* data, uint16_t* scales) {
-  const BlockQ4_0* rows[kRowGroup];
+  // A padding row's codes: 8 (q = 0) in both nibbles of every byte.
+  static constexpr uint8_t kPadding[kQ4BlockSize / 2] = {0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
+                                                         0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
+  const uint8_t* qs[kRowGroup];
   for (int l = 0; l < kRowGroup; ++l) {
-    rows[l] = reinterpret_cast<const BlockQ4_0*>(blocks[l]);
-    scales[l] = rows[l] != nullptr ? rows[l]->d : 0;  // a padding row: f16 +0
+    const auto* row = reinterpret_cast<const BlockQ4_0*>(blocks[l]);
+    scales[l] = row != nullptr ? row->d : 0;  // a padding row: f16 +0
+    qs[l] = row != nullptr ? row->qs : kPadding;
   }
-  for (int e = 0; e < kQBlock; ++e) {
-    for (int k = 0; k < kRowGroup / 2; ++k) {
-      const int lo = Code(rows[k], e), hi = Code(rows[k + 8], e);
-      data[(e / kGroupStep) * 32 + k * kGroupStep + e % kGroupStep] = static_cast<uint8_t>(lo | (hi << 4));
+  // GGUF byte j of a row holds element j (low nibble) and element j + 16 (high nibble). The
+  // packed byte of element e for rows k and k + 8 is at (e / kGroupStep) * 32 + k * kGroupStep +
+  // e % kGroupStep: row k's code in the low nibble, row k + 8's in the high one. Byte by byte
+  // rather than element by element (loading an 8B q4_0 model spent 39% of its time here).
+  for (int k = 0; k < kRowGroup / 2; ++k) {
+    const uint8_t* a = qs[k];
+    const uint8_t* b = qs[k + 8];
+    for (int j = 0; j < kQ4BlockSize / 2; ++j) {
+      const int at = (j / kGroupStep) * 32 + k * kGroupStep + j % kGroupStep;
+      data[at] = static_cast<uint8_t>((a[j] & 0x0f) | (b[j] << 4));
+      data[at + (16 / kGroupStep) * 32] = static_cast<uint8_t>((a[j] >> 4) | (b[j] & 0xf0));
     }
   }
 }

@@ -234,6 +234,45 @@ TEST(Packing, LayoutAndRoundTrip) {
   EXPECT_EQ(s4[3], b4[3].d);
 }
 
+// Checking the scales while packing: the same bytes as PackFromGguf when every scale is finite,
+// and on a bad one the block FindBadScale finds over the whole matrix (the first in row order,
+// though a later row group's block is bad too).
+TEST(Packing, CheckAndPackFindsTheFirstBadScaleInRowOrder) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> dist;
+  for (const WeightFormat& f : WeightFormats()) {
+    SCOPED_TRACE(f.name);
+    const int64_t rows = 37, cols = 2 * ColsMultiple(f.type);  // three row groups, the last partial
+    std::vector<float> x(rows * cols);
+    for (float& v : x) v = dist(rng);
+    std::vector<uint8_t> gguf(GgufBytes(f.type, rows, cols));
+    f.quantize_row(x.data(), gguf.data(), rows * cols);
+    const size_t data_bytes = PackedDataBytes(f.type, rows, cols), scale_count = PackedScaleBytes(f.type, rows, cols) / 2;
+    std::vector<uint8_t> want(data_bytes), got(data_bytes);
+    std::vector<uint16_t> want_scales(scale_count), got_scales(scale_count);
+    PackFromGguf(f.type, gguf.data(), rows, cols, want.data(), want_scales.data());
+    EXPECT_FALSE(CheckAndPackFromGguf(f.type, gguf.data(), rows, cols, got.data(), got_scales.data()));
+    EXPECT_EQ(want, got);
+    EXPECT_EQ(want_scales, got_scales);
+    // Every byte of two blocks 0xff (each f16 field NaN): row 35's first, then row 20's second.
+    const int64_t nb = cols / f.block_elems;
+    for (const int64_t block : {35 * nb, 20 * nb + 1}) {
+      std::memset(gguf.data() + block * f.block_bytes, 0xff, f.block_bytes);
+    }
+    const auto whole = FindBadScale(f.type, gguf.data(), rows * nb);
+    const auto bad = CheckAndPackFromGguf(f.type, gguf.data(), rows, cols, got.data(), got_scales.data());
+    if (!whole) {  // a float format: no scales to check
+      EXPECT_FALSE(bad);
+      continue;
+    }
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->block, 20 * nb + 1);
+    EXPECT_EQ(bad->block, whole->block);
+    EXPECT_STREQ(bad->field, whole->field);
+    EXPECT_EQ(bad->bits, 0xffff);
+  }
+}
+
 }  // namespace
 }  // namespace daisy::kernels
 
