@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "base/strings.h"
 #include "kernels/quant/float_formats.h"
 #include "kernels/quant/int_layout.h"
 
@@ -123,6 +124,12 @@ std::optional<BadScale> FindBadScale(WeightType type, const void* gguf_blocks, i
     }
   }
   return std::nullopt;
+}
+
+std::string DescribeBadScale(const BadScale& bad, int64_t row_blocks) {
+  return StrFormat("block %lld of row %lld has a scale %s that is not a finite number (f16 0x%04x)",
+                   static_cast<long long>(bad.block % row_blocks), static_cast<long long>(bad.block / row_blocks),
+                   bad.field, bad.bits);
 }
 
 void DequantizeRow(const WeightMatrix& w, int64_t o, float* out) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "kernels/quant/formats.h"
 
@@ -54,6 +55,9 @@ struct BadScale {
 // The first such block among `n_blocks` GGUF blocks of `type`; nullopt when all are fine (and
 // for float types, whose values are not checked).
 std::optional<BadScale> FindBadScale(WeightType type, const void* gguf_blocks, int64_t n_blocks);
+// "block B of row R has a scale d that is not a finite number (f16 0x7e00)": where `bad` is in a
+// matrix of `row_blocks` blocks a row (its `block` counted from the first row's first block).
+std::string DescribeBadScale(const BadScale& bad, int64_t row_blocks);
 // PackFromGguf with FindBadScale's check in the same pass: each group of rows is checked just
 // before it is packed (one read of the file: loading an 8B model read it twice). On a bad scale,
 // the first one in row order (`block` counts from the first row's first block, as FindBadScale's

@@ -247,10 +247,8 @@ Status Model::Repack(int threads) {
   if (i < pending_.size()) {
     const Pending& p = pending_[i];
     const int64_t row_blocks = p.cols / kernels::FormatOf(p.type).block_elems;
-    return DataLoss("%s: tensor %s: block %lld of row %lld has a scale %s that is not a finite number "
-                    "(f16 0x%04x); the file is corrupt", reader_->name().c_str(), p.name.c_str(),
-                    static_cast<long long>(bad[i]->block % row_blocks),
-                    static_cast<long long>(bad[i]->block / row_blocks), bad[i]->field, bad[i]->bits);
+    return DataLoss("%s: tensor %s: %s; the file is corrupt", reader_->name().c_str(), p.name.c_str(),
+                    kernels::DescribeBadScale(*bad[i], row_blocks).c_str());
   }
   pending_.clear();
   return Status::Ok();

@@ -210,8 +210,14 @@ Status Compiler::WriteTensor(gguf::Writer& w, const gguf::TensorInfo& t, int sta
     const int64_t n = std::min(kChunkRows, rows - r0);
     chunk_.resize(kernels::PackedDataBytes(*packed, n, cols));
     const size_t scale_bytes = kernels::PackedScaleBytes(*packed, n, cols);
-    kernels::PackFromGguf(*packed, src.data() + r0 * row_bytes, n, cols, chunk_.data(),
-                          reinterpret_cast<uint16_t*>(scales_.data() + scales_at));
+    // Scales checked as the model loader checks them: a NaN one would be every stage's NaN.
+    if (auto bad = kernels::CheckAndPackFromGguf(*packed, src.data() + r0 * row_bytes, n, cols, chunk_.data(),
+                                                 reinterpret_cast<uint16_t*>(scales_.data() + scales_at))) {
+      const int64_t row_blocks = cols / kernels::FormatOf(*packed).block_elems;
+      bad->block += r0 * row_blocks;
+      return DataLoss("%s: tensor %.*s: %s; the file is corrupt", src_.name().c_str(), static_cast<int>(t.name.size()),
+                      t.name.data(), kernels::DescribeBadScale(*bad, row_blocks).c_str());
+    }
     scales_at += scale_bytes;
     DAISY_RETURN_IF_ERROR(w.WriteTensorData(chunk_));
     consume(src.data() + r0 * row_bytes, n * row_bytes);

@@ -289,5 +289,42 @@ TEST(Shards, WrongChainsAreRefusedWithTheReason) {
   fs::remove_all(dir);
 }
 
+TEST(Shards, ANonFiniteScaleIsRefusedNamingTensorBlockAndRow) {
+  // Compiling checks every quantised block's scale as the model loader does: a NaN one would be
+  // NaN logits on every request through that stage.
+  const fs::path dir = TempDir("nan-scale");
+  const fs::path model = MakeModel(dir, gguf::TensorType::kQ8_0, 3, 6);
+  const std::string name = "blk.4.ffn_down.weight";  // stage 1's
+  {
+    auto reader = gguf::Reader::Open(model);
+    ASSERT_TRUE(reader.ok());
+    const gguf::TensorInfo* t = reader->FindTensor(name);
+    ASSERT_NE(t, nullptr);
+    const long row_bytes = static_cast<long>(t->n_bytes / static_cast<uint64_t>(t->ne[1]));
+    const long at = static_cast<long>(reader->data_offset() + t->offset) + 37 * row_bytes + 34;  // row 37, block 1: d
+    std::FILE* f = std::fopen(model.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    const uint16_t nan = 0x7e00;
+    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+    ASSERT_EQ(std::fwrite(&nan, 2, 1, f), 1u);
+    std::fclose(f);
+  }
+  CompileOptions o;
+  o.model = model;
+  o.out_dir = dir / "out";
+  o.stages = 2;
+  o.layer_counts = {3, 3};
+  o.progress = false;
+  auto r = Compile(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tensor " + name +
+                                      ": block 1 of row 37 has a scale d that is not a finite number (f16 0x7e00); "
+                                      "the file is corrupt"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(fs::exists(ShardPath(dir / "out", 1)));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace daisy::shard
